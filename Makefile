@@ -1,0 +1,32 @@
+# Troupe — developer commands. Everything installs into .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint bench demo clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test,dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check scheduler tests
+	$(BIN)/ruff format --check scheduler tests
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
+
+demo: install
+	$(BIN)/troupe simulate manifests/examples/demo-cluster.yaml
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
