@@ -1,0 +1,312 @@
+"""Typed, read-only views over Kubernetes objects as the API server serves them.
+
+Every view is a frozen dataclass built once from the object's dict by the parse
+functions in `scheduler.api.parse`. Parsing never raises out of this package: a
+malformed object becomes an `InvalidObject` that names the offending field, so the
+caller can report it where its owner looks and carry on with the rest.
+
+Resource amounts are integers in *scaled units*: `cpu` and the isolated-CPU
+resource in milli-units, every other resource in whole units (bytes, pods, GPUs),
+rounded up as Kubernetes rounds quantities (`Quantity.MilliValue` / `Value`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final, NewType
+
+PodKey = NewType("PodKey", str)  # "<namespace>/<name>"
+NodeName = NewType("NodeName", str)
+GroupKey = NewType("GroupKey", str)  # "<namespace>/<podgroup name>"
+
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+EPHEMERAL_STORAGE: Final = "ephemeral-storage"
+PODS: Final = "pods"
+
+# Resources whose amounts are kept in milli-units. The isolated-CPU resource is
+# added at run time by whoever configures it (see `milli_resources`).
+DEFAULT_MILLI_RESOURCES: Final = frozenset({CPU})
+
+# Non-zero defaults used by scoring for containers that request nothing,
+# as kube-scheduler's schedutil.DefaultMilliCPURequest / DefaultMemoryRequest.
+DEFAULT_MILLI_CPU_REQUEST: Final = 100
+DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
+
+POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
+LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
+ISOLATED_CPU_ANNOTATION: Final = "troupe.dev/isolated-cpu"
+ISOLATED_CPU_RESOURCE: Final = "troupe.dev/isolated-cpu"
+
+# Resources is a mapping from resource name to a scaled integer amount.
+Resources = Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidObject:
+    """A Kubernetes object that could not be read; `message` names the field."""
+
+    kind: str
+    namespace: str
+    name: str
+    message: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class ParseError(ValueError):
+    """Raised inside `scheduler.api` only; turned into `InvalidObject` at its edge."""
+
+    def __init__(self, field_path: str, problem: str) -> None:
+        super().__init__(f"{field_path}: {problem}")
+        self.field_path = field_path
+        self.problem = problem
+
+
+# --- label selectors -----------------------------------------------------------
+
+
+class SelectorOp(enum.StrEnum):
+    IN = "In"
+    NOT_IN = "NotIn"
+    EXISTS = "Exists"
+    DOES_NOT_EXIST = "DoesNotExist"
+    GT = "Gt"  # node selector requirements only
+    LT = "Lt"  # node selector requirements only
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One `key op values` requirement; `values` as written (Gt/Lt hold one integer)."""
+
+    key: str
+    op: SelectorOp
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        raise NotImplementedError  # implemented in scheduler.api.selectors
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """metav1.LabelSelector: matchLabels and matchExpressions, all ANDed.
+
+    An empty selector matches everything; `None` where a selector is optional
+    means "matches nothing" as in kube-scheduler, and is the caller's business.
+    """
+
+    requirements: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(r.matches(labels) for r in self.requirements)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """matchExpressions on labels and matchFields (only metadata.name), ANDed.
+
+    A term with no requirements at all matches no node, as in kube-scheduler.
+    """
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelector:
+    """Terms ORed. An empty list of terms matches no node."""
+
+    terms: tuple[NodeSelectorTerm, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    weight: int
+    preference: NodeSelectorTerm
+
+
+# --- taints and tolerations ----------------------------------------------------
+
+
+class TaintEffect(enum.StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+
+class TolerationOp(enum.StrEnum):
+    EQUAL = "Equal"
+    EXISTS = "Exists"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """An empty key with Exists tolerates everything; an empty effect, all effects."""
+
+    key: str = ""
+    op: TolerationOp = TolerationOp.EQUAL
+    value: str = ""
+    effect: TaintEffect | None = None
+    toleration_seconds: int | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        raise NotImplementedError  # implemented in scheduler.api.taints
+
+
+# --- pod affinity (read here; the plugins come with the topology issue) ---------
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+# --- pods, nodes, groups -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port with hostPort set. host_ip "" means 0.0.0.0."""
+
+    host_ip: str
+    protocol: str  # TCP | UDP | SCTP
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    scheduler_name: str
+    node_name: str  # "" while pending
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    deleting: bool  # metadata.deletionTimestamp is set
+    creation_timestamp: float  # seconds since the epoch; 0.0 if absent
+    priority: int  # effective: spec.priority, else the PriorityClass's, else the default
+    priority_class_name: str
+    # Effective requests as kube-scheduler computes them (max of init/sidecar
+    # and regular containers, plus overhead), scaled units. Zero amounts omitted.
+    requests: Resources
+    # The same with the non-zero scoring defaults for cpu and memory applied
+    # per container (kube-scheduler's NonMissingContainerRequests).
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[HostPort, ...]
+    images: tuple[str, ...]  # container images, normalized (":latest" added when untagged)
+    node_selector: Mapping[str, str]
+    required_node_affinity: NodeSelector | None
+    preferred_node_affinity: tuple[PreferredSchedulingTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    pod_affinity: PodAffinity | None
+    pod_anti_affinity: PodAffinity | None
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...]
+    scheduling_gates: tuple[str, ...]
+    owner_references: tuple[tuple[str, str], ...]  # (kind, name)
+    raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def key(self) -> PodKey:
+        return PodKey(f"{self.namespace}/{self.name}")
+
+    @property
+    def pod_group(self) -> str:
+        """The PodGroup name from the pod's label, or "" for a lone pod."""
+        return self.labels.get(POD_GROUP_LABEL) or self.labels.get(LEGACY_POD_GROUP_LABEL) or ""
+
+    @property
+    def group_key(self) -> GroupKey | None:
+        g = self.pod_group
+        return GroupKey(f"{self.namespace}/{g}") if g else None
+
+    @property
+    def is_isolated_cpu(self) -> bool:
+        return self.annotations.get(ISOLATED_CPU_ANNOTATION, "").lower() == "true"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerImage:
+    names: tuple[str, ...]
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: NodeName
+    uid: str
+    labels: Mapping[str, str]
+    allocatable: Resources  # scaled units; "pods" included
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    images: tuple[ContainerImage, ...]
+    raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    namespace: str
+    name: str
+    uid: str
+    creation_timestamp: float
+    min_member: int
+    min_resources: Resources
+    schedule_timeout_seconds: int | None
+    status: Mapping[str, object]
+    raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def key(self) -> GroupKey:
+        return GroupKey(f"{self.namespace}/{self.name}")
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool

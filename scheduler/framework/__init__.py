@@ -1,0 +1,1 @@
+"""The plugin API (what plugins see) and the runtime that calls plugins."""

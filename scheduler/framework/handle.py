@@ -1,0 +1,55 @@
+"""What a plugin may reach besides its arguments: the Handle.
+
+Plugins get it in `new(args, handle)`. It exposes read access to the cluster
+state (the current snapshot and the cache's listers), the waiting-pods map, the
+ClusterClient for binding and status writes, the clock, and a seeded random
+generator. It never exposes the queue's or the cache's write side, except
+through the narrow callbacks listed here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from scheduler.api.types import GroupKey, Pod, PodGroup, PodKey
+from scheduler.clock import Clock
+from scheduler.cluster import ClusterClient
+from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.snapshot import IsolatedCPU
+
+if TYPE_CHECKING:
+    from scheduler.snapshot import NodeTable
+
+
+class ClusterLister(Protocol):
+    """Read access to what the cache knows beyond the node table."""
+
+    def pod_group(self, key: GroupKey) -> PodGroup | None: ...
+
+    def pods_in_group(self, key: GroupKey) -> Iterable[Pod]:
+        """Every known pod (pending, assumed or bound) that belongs to the group."""
+        ...
+
+    def pod(self, key: PodKey) -> Pod | None: ...
+
+    def is_assumed(self, key: PodKey) -> bool: ...
+
+
+def _no_snapshot() -> NodeTable:
+    raise RuntimeError("no snapshot before the first scheduling cycle")
+
+
+@dataclass
+class Handle:
+    clock: Clock
+    client: ClusterClient
+    waiting_pods: WaitingPods
+    lister: ClusterLister
+    isolated: IsolatedCPU = field(default_factory=IsolatedCPU)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    snapshot: Callable[[], NodeTable] = _no_snapshot
+    # Move pods back to the active queue (e.g. a gang's members after a change).
+    activate: Callable[[Iterable[PodKey]], None] = lambda keys: None

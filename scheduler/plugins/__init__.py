@@ -1,0 +1,1 @@
+"""In-tree plugins, one module each. Plugins never import each other."""

@@ -1,0 +1,59 @@
+"""The registry of in-tree plugins and the default profile's plugin set.
+
+Names are kube-scheduler's, so a KubeSchedulerConfiguration reads the same.
+The default set, its order (which is the order filters run in) and weights are
+kube-scheduler's v1 defaults (apis/config/v1/default_plugins.go) restricted to
+the plugins Troupe has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from scheduler.framework.interface import PluginSpec
+from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from scheduler.plugins.default_binder import DefaultBinder
+from scheduler.plugins.image_locality import ImageLocality
+from scheduler.plugins.node_affinity import NodeAffinity
+from scheduler.plugins.node_name import NodeName
+from scheduler.plugins.node_ports import NodePorts
+from scheduler.plugins.node_resources_fit import NodeResourcesFit
+from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.queuesort import PrioritySort
+from scheduler.plugins.scheduling_gates import SchedulingGates
+from scheduler.plugins.taint_toleration import TaintToleration
+
+Registry = Mapping[str, type]
+
+IN_TREE: Final[Registry] = {
+    cls.NAME: cls
+    for cls in (
+        PrioritySort,
+        SchedulingGates,
+        NodeUnschedulable,
+        NodeName,
+        TaintToleration,
+        NodeAffinity,
+        NodePorts,
+        NodeResourcesFit,
+        NodeResourcesBalancedAllocation,
+        ImageLocality,
+        DefaultBinder,
+    )
+}
+
+# multiPoint defaults, in kube-scheduler's order, with its score weights.
+DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
+    PluginSpec("SchedulingGates"),
+    PluginSpec("PrioritySort"),
+    PluginSpec("NodeUnschedulable"),
+    PluginSpec("NodeName"),
+    PluginSpec("TaintToleration", weight=3),
+    PluginSpec("NodeAffinity", weight=2),
+    PluginSpec("NodePorts"),
+    PluginSpec("NodeResourcesFit", weight=1),
+    PluginSpec("NodeResourcesBalancedAllocation", weight=1),
+    PluginSpec("ImageLocality", weight=1),
+    PluginSpec("DefaultBinder"),
+)

@@ -1,0 +1,373 @@
+"""The columnar node table that Filter and Score plugins read.
+
+Nodes are rows of numpy arrays so that a plugin answers for every candidate node
+with a few vectorised operations instead of a Python loop per node (DESIGN.md,
+"Plugins see columns"). The cache (`scheduler.cache`) owns one `NodeTable` and
+updates it incrementally as nodes and pods come and go; each scheduling cycle
+reads a `Snapshot`, a second `NodeTable` into which `Cache.update_snapshot`
+copies only the rows whose generation moved since the previous cycle.
+
+Rows are stable: a removed node's row is marked invalid and reused by the next
+node added. Plugins must only look at the rows they are given (always valid).
+
+Units: resource amounts are scaled integers (see `scheduler.api.types`): `cpu`
+and the isolated-CPU resource in milli-units, everything else in whole units.
+The `pods` column holds the node's pod capacity in `allocatable` and its pod
+count in `requested`; every pod's charge has `pods = 1`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.api.types import (
+    CPU,
+    ISOLATED_CPU_ANNOTATION,
+    ISOLATED_CPU_RESOURCE,
+    MEMORY,
+    PODS,
+    HostPort,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    Taint,
+)
+
+Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
+IntpArray = npt.NDArray[np.intp]
+
+BASE_RESOURCES: Final = (CPU, MEMORY, "ephemeral-storage", PODS)
+NO_VALUE: Final = -1  # label id of a node that lacks the label key
+
+
+@dataclass(frozen=True, slots=True)
+class IsolatedCPU:
+    """Where isolated pods are charged (DESIGN.md, "Isolated CPUs")."""
+
+    annotation: str = ISOLATED_CPU_ANNOTATION
+    resource: str = ISOLATED_CPU_RESOURCE
+
+    def applies(self, pod: Pod) -> bool:
+        return pod.annotations.get(self.annotation, "").lower() == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """What a pod costs a node: resource amounts (with pods=1) and the non-zero
+    cpu/memory used by scoring (cpu 0 for an isolated pod: it does not use `cpu`)."""
+
+    resources: Mapping[str, int]
+    nonzero_cpu: int
+    nonzero_memory: int
+
+
+def pod_charge(pod: Pod, isolated: IsolatedCPU) -> Charge:
+    res = dict(pod.requests)
+    res[PODS] = 1
+    nonzero_cpu = pod.nonzero_cpu
+    if isolated.applies(pod):
+        cpu = res.pop(CPU, 0)
+        if cpu:
+            res[isolated.resource] = res.get(isolated.resource, 0) + cpu
+        nonzero_cpu = 0
+    return Charge(res, nonzero_cpu, pod.nonzero_memory)
+
+
+class NodeTable:
+    """Rows of nodes. Attributes are read by plugins; only the cache writes."""
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self.n_rows = 0  # rows in use or freed; valid ones have valid[row]
+        self.valid: BoolArray = np.zeros(capacity, dtype=bool)
+        self.names: list[str] = []
+        self.row_of: dict[str, int] = {}
+        self.free_rows: list[int] = []
+        self.generation: Int64Array = np.zeros(capacity, dtype=np.int64)
+
+        self.resources: list[str] = list(BASE_RESOURCES)
+        self.col: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.allocatable: Int64Array = np.zeros((capacity, len(self.resources)), dtype=np.int64)
+        self.requested: Int64Array = np.zeros((capacity, len(self.resources)), dtype=np.int64)
+        # Non-zero requested cpu (milli) and memory, for scoring.
+        self.nonzero_requested: Int64Array = np.zeros((capacity, 2), dtype=np.int64)
+        self.unschedulable: BoolArray = np.zeros(capacity, dtype=bool)
+
+        # Labels: per key a column of value ids (NO_VALUE when absent).
+        self.labels: dict[str, Int32Array] = {}
+        self.label_ids: dict[str, dict[str, int]] = {}  # key -> value -> id
+        self.label_values: dict[str, list[str]] = {}  # key -> id -> value
+
+        # Taints: a vocabulary of distinct taints and a (rows x taints) matrix.
+        self.taint_ids: dict[Taint, int] = {}
+        self.taint_list: list[Taint] = []
+        self.taint_matrix: BoolArray = np.zeros((capacity, 0), dtype=bool)
+
+        # Sparse per-node data (most nodes have none of it).
+        self.node_objs: list[Node | None] = []
+        self.pods: list[dict[PodKey, Pod]] = []
+        # (protocol, port) -> row -> Counter of host IPs in use.
+        self.port_index: dict[tuple[str, int], dict[int, Counter[str]]] = {}
+        # image name -> row -> size in bytes.
+        self.image_index: dict[str, dict[int, int]] = {}
+
+    # ---- reading -------------------------------------------------------------
+
+    def valid_rows(self) -> IntpArray:
+        return np.flatnonzero(self.valid[: self.n_rows])
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.row_of)
+
+    def node(self, row: int) -> Node:
+        obj = self.node_objs[row]
+        if obj is None:
+            raise KeyError(f"row {row} holds no node")
+        return obj
+
+    def name(self, row: int) -> NodeName:
+        return NodeName(self.names[row])
+
+    def label_column(self, key: str) -> Int32Array:
+        """Value ids of `key` for every row (NO_VALUE where absent)."""
+        col = self.labels.get(key)
+        if col is None:
+            return np.full(self.capacity, NO_VALUE, dtype=np.int32)
+        return col
+
+    def label_id(self, key: str, value: str) -> int:
+        """The id of `key=value`, or a value no row holds (-2) if no node has it."""
+        return self.label_ids.get(key, {}).get(value, -2)
+
+    def resource_col(self, name: str) -> int | None:
+        return self.col.get(name)
+
+    # ---- writing (cache only) -------------------------------------------------
+
+    def _grow_rows(self, need: int) -> None:
+        if need <= self.capacity:
+            return
+        cap = max(need, self.capacity * 2)
+
+        def grow(a: np.ndarray, fill: object = 0) -> np.ndarray:  # type: ignore[type-arg]
+            shape = (cap, *a.shape[1:])
+            b = np.full(shape, fill, dtype=a.dtype)
+            b[: a.shape[0]] = a
+            return b
+
+        self.valid = grow(self.valid, False)
+        self.generation = grow(self.generation)
+        self.allocatable = grow(self.allocatable)
+        self.requested = grow(self.requested)
+        self.nonzero_requested = grow(self.nonzero_requested)
+        self.unschedulable = grow(self.unschedulable, False)
+        self.taint_matrix = grow(self.taint_matrix, False)
+        for k, v in list(self.labels.items()):
+            self.labels[k] = grow(v, NO_VALUE)
+        self.capacity = cap
+
+    def ensure_resource(self, name: str) -> int:
+        c = self.col.get(name)
+        if c is not None:
+            return c
+        self.resources.append(name)
+        c = len(self.resources) - 1
+        self.col[name] = c
+        pad = np.zeros((self.capacity, 1), dtype=np.int64)
+        self.allocatable = np.hstack([self.allocatable, pad])
+        self.requested = np.hstack([self.requested, pad])
+        return c
+
+    def _ensure_taint(self, taint: Taint) -> int:
+        t = self.taint_ids.get(taint)
+        if t is not None:
+            return t
+        t = len(self.taint_list)
+        self.taint_ids[taint] = t
+        self.taint_list.append(taint)
+        self.taint_matrix = np.hstack([self.taint_matrix, np.zeros((self.capacity, 1), dtype=bool)])
+        return t
+
+    def _label_id(self, key: str, value: str) -> int:
+        ids = self.label_ids.setdefault(key, {})
+        i = ids.get(value)
+        if i is None:
+            i = len(ids)
+            ids[value] = i
+            self.label_values.setdefault(key, []).append(value)
+        if key not in self.labels:
+            self.labels[key] = np.full(self.capacity, NO_VALUE, dtype=np.int32)
+        return i
+
+    def allocate_row(self, name: str) -> int:
+        if self.free_rows:
+            row = self.free_rows.pop()
+            self.names[row] = name
+            self.pods[row] = {}
+        else:
+            row = self.n_rows
+            self._grow_rows(row + 1)
+            self.n_rows += 1
+            self.names.append(name)
+            self.node_objs.append(None)
+            self.pods.append({})
+        self.row_of[name] = row
+        self.valid[row] = True
+        return row
+
+    def set_node(self, row: int, node: Node) -> None:
+        """Write a node's own columns (not its pods') into `row`."""
+        old = self.node_objs[row]
+        self.node_objs[row] = node
+        for r in node.allocatable:
+            self.ensure_resource(r)
+        self.allocatable[row] = 0
+        for r, v in node.allocatable.items():
+            self.allocatable[row, self.col[r]] = v
+        self.unschedulable[row] = node.unschedulable
+        if old is not None:
+            for key in old.labels:
+                if key not in node.labels:
+                    self.labels[key][row] = NO_VALUE
+        for key, value in node.labels.items():
+            i = self._label_id(key, value)
+            self.labels[key][row] = i
+        self.taint_matrix[row] = False
+        for taint in node.taints:
+            self.taint_matrix[row, self._ensure_taint(taint)] = True
+        if old is not None:
+            for img in old.images:
+                for n in img.names:
+                    self.image_index.get(n, {}).pop(row, None)
+        for img in node.images:
+            for n in img.names:
+                self.image_index.setdefault(n, {})[row] = img.size_bytes
+        self.generation[row] += 1
+
+    def clear_row(self, row: int) -> None:
+        node = self.node_objs[row]
+        if node is not None:
+            for img in node.images:
+                for n in img.names:
+                    self.image_index.get(n, {}).pop(row, None)
+        for pod in list(self.pods[row].values()):
+            self._ports(row, pod.host_ports, -1)
+        del self.row_of[self.names[row]]
+        self.names[row] = ""
+        self.node_objs[row] = None
+        self.pods[row] = {}
+        self.valid[row] = False
+        self.allocatable[row] = 0
+        self.requested[row] = 0
+        self.nonzero_requested[row] = 0
+        self.unschedulable[row] = False
+        self.taint_matrix[row] = False
+        for col in self.labels.values():
+            col[row] = NO_VALUE
+        self.generation[row] += 1
+        self.free_rows.append(row)
+
+    def _ports(self, row: int, ports: Iterable[HostPort], sign: int) -> None:
+        for hp in ports:
+            by_row = self.port_index.setdefault((hp.protocol, hp.port), {})
+            ips = by_row.setdefault(row, Counter())
+            ips[hp.host_ip] += sign
+            if ips[hp.host_ip] <= 0:
+                del ips[hp.host_ip]
+            if not ips:
+                del by_row[row]
+
+    def charge(self, row: int, pod: Pod, charge: Charge, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) a pod's charge on a row."""
+        for r, v in charge.resources.items():
+            c = self.col.get(r)
+            if c is None:
+                c = self.ensure_resource(r)
+            self.requested[row, c] += sign * v
+        self.nonzero_requested[row, 0] += sign * charge.nonzero_cpu
+        self.nonzero_requested[row, 1] += sign * charge.nonzero_memory
+        if pod.host_ports:
+            self._ports(row, pod.host_ports, sign)
+        if sign > 0:
+            self.pods[row][pod.key] = pod
+        else:
+            self.pods[row].pop(pod.key, None)
+        self.generation[row] += 1
+
+    # ---- copying (cache -> snapshot) -----------------------------------------
+
+    def copy_rows_from(self, src: NodeTable, rows: IntpArray | None) -> None:
+        """Make this table equal to `src`, copying only `rows` (None: everything)."""
+        if rows is None or src.capacity != self.capacity or src.resources != self.resources \
+                or src.taint_matrix.shape[1] != self.taint_matrix.shape[1] \
+                or src.labels.keys() != self.labels.keys():
+            self._copy_all(src)
+            return
+        if len(rows) == 0:
+            return
+        self.n_rows = src.n_rows
+        self.valid[rows] = src.valid[rows]
+        self.generation[rows] = src.generation[rows]
+        self.allocatable[rows] = src.allocatable[rows]
+        self.requested[rows] = src.requested[rows]
+        self.nonzero_requested[rows] = src.nonzero_requested[rows]
+        self.unschedulable[rows] = src.unschedulable[rows]
+        self.taint_matrix[rows] = src.taint_matrix[rows]
+        for k, col in src.labels.items():
+            self.labels[k][rows] = col[rows]
+        self.names = list(src.names)
+        self.row_of = dict(src.row_of) if len(self.row_of) != len(src.row_of) or any(
+            self.names[r] != src.names[r] for r in rows.tolist()
+        ) else self.row_of
+        self.node_objs = list(src.node_objs)
+        self.free_rows = list(src.free_rows)
+        for r in rows.tolist():
+            self.pods[r:r + 1] = [dict(src.pods[r])] if r < len(self.pods) else []
+        while len(self.pods) < len(src.pods):
+            self.pods.append(dict(src.pods[len(self.pods)]))
+        self._share_sparse(src)
+
+    def _share_sparse(self, src: NodeTable) -> None:
+        # Vocabularies are append-only; port and image indexes are rebuilt by the
+        # cache on change and are small, so the snapshot copies them shallowly.
+        self.label_ids = src.label_ids
+        self.label_values = src.label_values
+        self.taint_ids = src.taint_ids
+        self.taint_list = list(src.taint_list)
+        self.port_index = {k: {r: Counter(c) for r, c in v.items()} for k, v in src.port_index.items()}
+        self.image_index = src.image_index
+
+    def _copy_all(self, src: NodeTable) -> None:
+        self.capacity = src.capacity
+        self.n_rows = src.n_rows
+        self.valid = src.valid.copy()
+        self.names = list(src.names)
+        self.row_of = dict(src.row_of)
+        self.free_rows = list(src.free_rows)
+        self.generation = src.generation.copy()
+        self.resources = list(src.resources)
+        self.col = dict(src.col)
+        self.allocatable = src.allocatable.copy()
+        self.requested = src.requested.copy()
+        self.nonzero_requested = src.nonzero_requested.copy()
+        self.unschedulable = src.unschedulable.copy()
+        self.labels = {k: v.copy() for k, v in src.labels.items()}
+        self.taint_matrix = src.taint_matrix.copy()
+        self.node_objs = list(src.node_objs)
+        self.pods = [dict(p) for p in src.pods]
+        self._share_sparse(src)
+
+
+class Snapshot(NodeTable):
+    """The per-cycle view. `Cache.update_snapshot` keeps it equal to the cache's
+    table by copying the rows whose generation moved."""
