@@ -1,0 +1,69 @@
+"""The `troupe` command: `simulate` and `version` (the operator adds `run`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from scheduler import __version__
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from scheduler.config import ConfigError, load_config
+    from scheduler.framework.runtime import ProfileError
+    from scheduler.plugins.registry import IN_TREE
+    from scheduler.simulate import InputError, format_output, load_objects, simulate
+
+    try:
+        config = load_config(args.config, IN_TREE)
+    except ConfigError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    if args.seed is not None:
+        from dataclasses import replace
+
+        config = replace(config, troupe=replace(config.troupe, seed=args.seed))
+    try:
+        objects = load_objects(args.files)
+    except InputError as e:
+        print(f"troupe: {e}", file=sys.stderr)
+        return 2
+    try:
+        result = simulate(objects, config, until=args.until)
+    except ProfileError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    print(format_output(result, args.output))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="troupe", description="Troupe, a gang scheduler for Kubernetes")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser("simulate", help="schedule a cluster described in YAML, no API server")
+    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML files of Nodes, Pods, "
+                     "PriorityClasses and PodGroups")
+    sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    sim.add_argument("--until", type=float, default=None, metavar="SECONDS",
+                     help="stop at this virtual time even if pods could still change")
+    sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
+    sim.set_defaults(func=_simulate)
+    ver = sub.add_parser("version", help="print the version")
+    ver.set_defaults(func=lambda a: print(__version__) or 0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

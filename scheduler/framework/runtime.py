@@ -1,0 +1,451 @@
+"""The runtime that runs one profile's plugins at each extension point.
+
+It owns the plugin boundary: a plugin's exception is logged and becomes an
+ERROR status here, and nowhere else. Filter plugins run in configured order,
+each only on the rows still feasible ("stop at the first failing predicate");
+the first rejecting plugin and its reasons are kept per node for diagnostics.
+Score plugins' results are normalised, range-checked, weighted and summed.
+Plugins that implement only the per-node forms are adapted to columns here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.api.types import NodeName, Pod
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import (
+    EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    BindPlugin,
+    BoolArray,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Int64Array,
+    IntpArray,
+    NodeFilterPlugin,
+    NodeScorePlugin,
+    NodeToStatus,
+    PermitPlugin,
+    PluginArgsError,
+    PluginSpec,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+)
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.waiting_pods import WaitingPod
+from scheduler.snapshot import NodeTable
+
+log = logging.getLogger(__name__)
+
+# kube-scheduler caps Permit timeouts at 15 minutes (framework/runtime maxTimeout).
+MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+
+class ProfileError(ValueError):
+    """A profile cannot be built (bad plugin arguments, a plugin at a wrong point)."""
+
+
+def _does_not_implement(name: str, point: str) -> str:
+    return f'plugin "{name}" does not implement {point}'
+
+
+@dataclass(slots=True)
+class _FilterStep:
+    plugin: str
+    result: FilterResult
+    rows: IntpArray  # the rows this plugin judged (those still feasible before it)
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """What the Filter point decided for a set of rows, kept for diagnostics.
+
+    Every rejected row was rejected by exactly one plugin (the first that failed
+    it), so reasons are counted from the steps without double counting.
+    """
+
+    feasible: BoolArray  # over `rows`
+    rows: IntpArray
+    steps: list[_FilterStep] = field(default_factory=list)
+
+    def reason_counts(self, upto: int | None = None) -> Counter[str]:
+        """Reason histogram over the first `upto` rows (all when None)."""
+        counts: Counter[str] = Counter()
+        limit_rows = self.rows if upto is None else self.rows[:upto]
+        for step in self.steps:
+            rej = step.result.rejected
+            if rej.shape[1] == 0 or rej.shape[0] == 0:
+                continue
+            if upto is not None and len(limit_rows) < len(self.rows):
+                keep = np.isin(step.rows, limit_rows)
+                rej = rej[keep]
+            sums = rej.sum(axis=0)
+            for j, reason in enumerate(step.result.reasons):
+                if sums[j]:
+                    counts[reason] += int(sums[j])
+        return counts
+
+    def node_statuses(self, nodes: NodeTable) -> dict[str, Status]:
+        out: dict[str, Status] = {}
+        for step in self.steps:
+            rej = step.result.rejected
+            if rej.shape[1] == 0:
+                continue
+            hit = np.flatnonzero(rej.any(axis=1))
+            for i in hit.tolist():
+                js = np.flatnonzero(rej[i]).tolist()
+                reasons = tuple(step.result.reasons[j] for j in js)
+                code = max((step.result.code_of(j) for j in js), default=Code.UNSCHEDULABLE)
+                out[nodes.names[int(step.rows[i])]] = Status(code, reasons, step.plugin)
+        return out
+
+    def unschedulable_plugins(self) -> set[str]:
+        return {s.plugin for s in self.steps if s.result.rejected.shape[1] and s.result.rejected.any()}
+
+
+class _NodeFilterAdapter:
+    """Runs a per-node Filter plugin over rows, collecting reasons into columns."""
+
+    def __init__(self, plugin: NodeFilterPlugin) -> None:
+        self.plugin = plugin
+
+    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> FilterResult:
+        reasons: dict[str, int] = {}
+        codes: dict[str, Code] = {}
+        hits: list[tuple[int, int]] = []
+        for i, row in enumerate(rows.tolist()):
+            st = self.plugin.filter_node(state, pod, nodes, row)
+            if st.is_success:
+                continue
+            if st.code is Code.ERROR:
+                raise RuntimeError(st.message or "filter error")
+            for r in st.reasons or ("",):
+                j = reasons.setdefault(r, len(reasons))
+                codes[r] = st.code
+                hits.append((i, j))
+        rejected = np.zeros((len(rows), len(reasons)), dtype=bool)
+        for i, j in hits:
+            rejected[i, j] = True
+        names = tuple(reasons)
+        return FilterResult(names, rejected, tuple(codes[r] for r in names))
+
+
+class _NodeScoreAdapter:
+    def __init__(self, plugin: NodeScorePlugin) -> None:
+        self.plugin = plugin
+
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
+        return np.fromiter(
+            (self.plugin.score_node(state, pod, nodes, r) for r in rows.tolist()),
+            dtype=np.int64,
+            count=len(rows),
+        )
+
+
+class Profile:
+    """The plugins of one profile, by extension point, in configured order."""
+
+    def __init__(
+        self,
+        scheduler_name: str,
+        plugins: Mapping[str, Sequence[PluginSpec]],
+        registry: Mapping[str, type],
+        handle: Handle,
+        *,
+        prefer_per_node: bool = False,
+        percentage_of_nodes_to_score: int | None = None,
+    ) -> None:
+        self.scheduler_name = scheduler_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.instances: dict[str, Any] = {}
+        specs: dict[str, PluginSpec] = {}
+        for point, entries in plugins.items():
+            for spec in entries:
+                specs.setdefault(spec.name, spec)
+        for name, spec in specs.items():
+            cls = registry.get(name)
+            if cls is None:
+                raise ProfileError(f'profile "{scheduler_name}": unknown plugin "{name}"')
+            try:
+                self.instances[name] = cls.new(spec.args, handle)  # type: ignore[attr-defined]
+            except PluginArgsError as e:
+                where = spec.args_path or f"pluginConfig[{name}].args"
+                raise ProfileError(f"{where}.{e.field_path}: {e.problem}") from e
+
+        def at(point: str) -> list[tuple[str, Any, int]]:
+            out = []
+            for spec in plugins.get(point, ()):
+                inst = self.instances[spec.name]
+                if not isinstance(inst, EXTENSION_POINTS[point]):
+                    raise ProfileError(_does_not_implement(spec.name, point))
+                out.append((spec.name, inst, spec.weight or 1))
+            return out
+
+        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = [(n, p) for n, p, _ in at("preEnqueue")]
+        sorts = at("queueSort")
+        if len(sorts) != 1:
+            raise ProfileError(f'profile "{scheduler_name}": exactly one queueSort plugin is required')
+        self.queue_sort: QueueSortPlugin = sorts[0][1]
+        self.pre_filter: list[tuple[str, PreFilterPlugin]] = [(n, p) for n, p, _ in at("preFilter")]
+        self.filters: list[tuple[str, Any]] = []
+        for n, p, _ in at("filter"):
+            use_node = isinstance(p, NodeFilterPlugin) and (
+                prefer_per_node or not isinstance(p, FilterPlugin)
+            )
+            self.filters.append((n, _NodeFilterAdapter(p) if use_node else p))
+        self.post_filter: list[tuple[str, PostFilterPlugin]] = [(n, p) for n, p, _ in at("postFilter")]
+        self.pre_score: list[tuple[str, PreScorePlugin]] = [(n, p) for n, p, _ in at("preScore")]
+        self.scores: list[tuple[str, Any, ScoreExtensions | None, int]] = []
+        for n, p, w in at("score"):
+            use_node = isinstance(p, NodeScorePlugin) and (
+                prefer_per_node or not isinstance(p, ScorePlugin)
+            )
+            scorer = _NodeScoreAdapter(p) if use_node else p
+            norm = p if isinstance(p, ScoreExtensions) else None
+            self.scores.append((n, scorer, norm, w))
+        self.reserve: list[tuple[str, ReservePlugin]] = [(n, p) for n, p, _ in at("reserve")]
+        self.permit: list[tuple[str, PermitPlugin]] = [(n, p) for n, p, _ in at("permit")]
+        self.pre_bind: list[tuple[str, PreBindPlugin]] = [(n, p) for n, p, _ in at("preBind")]
+        self.bind: list[tuple[str, BindPlugin]] = [(n, p) for n, p, _ in at("bind")]
+        if not self.bind:
+            raise ProfileError(f'profile "{scheduler_name}": at least one bind plugin is required')
+        self.post_bind: list[tuple[str, PostBindPlugin]] = [(n, p) for n, p, _ in at("postBind")]
+
+    # ---- queueing ---------------------------------------------------------------
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
+        out: dict[str, list[ClusterEventWithHint]] = {}
+        for name, inst in self.instances.items():
+            if isinstance(inst, EnqueueExtensions):
+                try:
+                    out[name] = list(inst.events_to_register())
+                except Exception:
+                    log.exception("plugin %s: events_to_register failed", name)
+        return out
+
+    def run_pre_enqueue(self, pod: Pod) -> Status:
+        for name, p in self.pre_enqueue:
+            try:
+                st = p.pre_enqueue(pod)
+            except Exception as e:
+                log.exception("plugin %s: pre_enqueue failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if not st.is_success:
+                return st.with_plugin(name)
+        return SUCCESS
+
+    # ---- scheduling cycle -------------------------------------------------------
+
+    def run_pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        merged: frozenset[str] | None = None
+        for name, p in self.pre_filter:
+            try:
+                result, st = p.pre_filter(state, pod, nodes)
+            except Exception as e:
+                log.exception("plugin %s: pre_filter failed for %s", name, pod.key)
+                return None, Status(Code.ERROR, (f"{name}: {e}",), name)
+            if st.is_skip:
+                state.skip_filter.add(name)
+                continue
+            if not st.is_success:
+                return None, st.with_plugin(name)
+            if result is not None and result.node_names is not None:
+                merged = result.node_names if merged is None else merged & result.node_names
+                if not merged:
+                    return None, Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                        ("node(s) didn't satisfy plugin(s) [" + name + "] simultaneously",),
+                        name,
+                    )
+        return (PreFilterResult(merged) if merged is not None else None), SUCCESS
+
+    def run_filters(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterOutcome | Status:
+        """Filter `rows`. Returns the outcome, or an ERROR Status if a plugin broke."""
+        feasible = np.ones(len(rows), dtype=bool)
+        outcome = FilterOutcome(feasible, rows)
+        live_idx: IntpArray = np.arange(len(rows))
+        live_rows = rows
+        skip = state.skip_filter
+        for name, p in self.filters:
+            if name in skip or len(live_rows) == 0:
+                continue
+            try:
+                result = p.filter(state, pod, nodes, live_rows)
+            except Exception as e:
+                log.exception("plugin %s: filter failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if result.rejected.shape[1] == 0:
+                continue
+            ok = result.feasible
+            if ok.all():
+                continue
+            outcome.steps.append(_FilterStep(name, result, live_rows))
+            feasible[live_idx[~ok]] = False
+            live_idx = live_idx[ok]
+            live_rows = live_rows[ok]
+        return outcome
+
+    def run_post_filter(
+        self, state: CycleState, pod: Pod, filtered: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        last = Status(Code.UNSCHEDULABLE)
+        for name, p in self.post_filter:
+            try:
+                nominated, st = p.post_filter(state, pod, filtered)
+            except Exception as e:
+                log.exception("plugin %s: post_filter failed for %s", name, pod.key)
+                return None, Status(Code.ERROR, (f"{name}: {e}",), name)
+            if st.is_success:
+                return nominated, st.with_plugin(name)
+            if st.code is Code.ERROR or st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return None, st.with_plugin(name)
+            last = st.with_plugin(name)
+        return None, last
+
+    def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
+        for name, p in self.pre_score:
+            try:
+                st = p.pre_score(state, pod, nodes, rows)
+            except Exception as e:
+                log.exception("plugin %s: pre_score failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if st.is_skip:
+                state.skip_score.add(name)
+            elif not st.is_success:
+                return st.with_plugin(name)
+        return SUCCESS
+
+    def run_score(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> Int64Array | Status:
+        total = np.zeros(len(rows), dtype=np.int64)
+        skip = state.skip_score
+        for name, p, norm, weight in self.scores:
+            if name in skip:
+                continue
+            try:
+                s = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
+                if norm is not None:
+                    s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
+            except Exception as e:
+                log.exception("plugin %s: score failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if len(s) and (s.min() < 0 or s.max() > MAX_NODE_SCORE):
+                return Status(
+                    Code.ERROR,
+                    (f"plugin {name} returned a score outside [0, {MAX_NODE_SCORE}]",),
+                    name,
+                )
+            total += s * weight
+        return total
+
+    def run_reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        for name, p in self.reserve:
+            try:
+                st = p.reserve(state, pod, node)
+            except Exception as e:
+                log.exception("plugin %s: reserve failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if not st.is_success:
+                return st.with_plugin(name)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
+        for name, p in reversed(self.reserve):
+            try:
+                p.unreserve(state, pod, node)
+            except Exception:
+                log.exception("plugin %s: unreserve failed for %s", name, pod.key)
+
+    def run_permit(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        """SUCCESS, a rejection, or WAIT (the pod was added to the waiting-pods map)."""
+        timeouts: dict[str, float] = {}
+        for name, p in self.permit:
+            try:
+                st, timeout = p.permit(state, pod, node)
+            except Exception as e:
+                log.exception("plugin %s: permit failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if st.is_wait:
+                timeouts[name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
+            elif not st.is_success:
+                return st.with_plugin(name)
+        if timeouts:
+            self.handle.waiting_pods.add(WaitingPod(pod, node, timeouts, self.handle.clock))
+            return Status(Code.WAIT, (), next(iter(timeouts)))
+        return SUCCESS
+
+    # ---- binding cycle ----------------------------------------------------------
+
+    async def wait_on_permit(self, pod: Pod) -> Status:
+        wp = self.handle.waiting_pods.get(pod.key)
+        if wp is None:
+            return SUCCESS
+        try:
+            return await wp.wait()
+        finally:
+            self.handle.waiting_pods.remove(pod.key)
+
+    async def run_pre_bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        for name, p in self.pre_bind:
+            try:
+                st = await p.pre_bind(state, pod, node)
+            except Exception as e:
+                log.exception("plugin %s: pre_bind failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if not st.is_success:
+                return st.with_plugin(name)
+        return SUCCESS
+
+    async def run_bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        for name, p in self.bind:
+            try:
+                st = await p.bind(state, pod, node)
+            except Exception as e:
+                log.exception("plugin %s: bind failed for %s", name, pod.key)
+                return Status(Code.ERROR, (f"{name}: {e}",), name)
+            if st.is_skip:
+                continue
+            return st.with_plugin(name)
+        return Status(Code.ERROR, ("no bind plugin bound the pod",))
+
+    async def run_post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None:
+        for name, p in self.post_bind:
+            try:
+                await p.post_bind(state, pod, node)
+            except Exception:
+                log.exception("plugin %s: post_bind failed for %s", name, pod.key)
+
+    def sort_key(self, qpi: QueuedPodInfo) -> Any:
+        return self.queue_sort.sort_key(qpi)
+
+    def plugin(self, name: str) -> Any:
+        return self.instances.get(name)
+
+    def names(self) -> Iterable[str]:
+        return self.instances.keys()

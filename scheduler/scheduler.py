@@ -1,0 +1,640 @@
+"""The scheduler: event intake, the serial scheduling cycle, concurrent binding cycles.
+
+`Scheduler` is driven from outside: the operator (or the simulator) feeds it
+cluster events through the `on_*` handlers, and a loop calls `schedule_one()`
+while the queue has pods (`run()` is that loop for a real clock). Each call is
+one scheduling cycle, synchronous and serial: pop the best pod, bring the
+snapshot up to date, PreFilter, Filter (sampled as kube-scheduler samples, from
+a rotating start index), PostFilter on failure, PreScore, Score, select a
+node (random tie-break, seeded), assume the pod in the cache, Reserve, Permit.
+Then the binding cycle runs as an asyncio task: wait on Permit, PreBind, Bind,
+PostBind. Any failure runs Unreserve in reverse order, forgets the assumed pod
+and requeues the pod with backoff.
+
+Diagnostics use kube-scheduler's words: "0/5 nodes are available: 2 node(s)
+had untolerated taint {dedicated: gpu}, 3 Insufficient cpu." — a reason
+histogram sorted as strings, as kube-scheduler's FitError does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from scheduler.api.parse import parse_node, parse_pod, parse_pod_group, parse_priority_class
+from scheduler.api.types import InvalidObject, Node, NodeName, Pod, PodKey, PriorityClass
+from scheduler.cache import Cache
+from scheduler.clock import Clock
+from scheduler.cluster import ClusterClient
+from scheduler.config import SchedulerConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    IntpArray,
+    NodeToStatus,
+    QueuedPodInfo,
+)
+from scheduler.framework.runtime import FilterOutcome, Profile
+from scheduler.framework.status import Code, Status
+from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.plugins.registry import IN_TREE
+from scheduler.queue import FifoFallback, SchedulingQueue
+from scheduler.snapshot import IsolatedCPU, Snapshot
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND: Final = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
+NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+ALREADY_BOUND_PREFIX: Final = "pod is already bound"
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """As kube-scheduler's numFeasibleNodesToFind (schedule_one.go)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = 50 - num_all_nodes // 125
+        if percentage < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            percentage = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    num = num_all_nodes * percentage // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def fit_error_message(num_all_nodes: int, counts: Mapping[str, int], pre_filter_msg: str = "",
+                      post_filter_msg: str = "") -> str:
+    """kube-scheduler's FitError.Error()."""
+    msg = f"0/{num_all_nodes} nodes are available:"
+    if pre_filter_msg:
+        msg += f" {pre_filter_msg}."
+    else:
+        parts = sorted(f"{n} {reason}" for reason, n in counts.items())
+        if parts:
+            msg += f" {', '.join(parts)}."
+    if post_filter_msg:
+        msg += f" {post_filter_msg}."
+    return msg
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    node: NodeName
+    evaluated: int
+    feasible: int
+
+
+@dataclass(frozen=True, slots=True)
+class FitError:
+    message: str
+    unschedulable_plugins: frozenset[str]
+    pending_plugins: frozenset[str]
+    code: Code = Code.UNSCHEDULABLE
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    cycles: int
+    scheduled: int
+    failed_attempts: int
+    bind_failures: int
+    binding_in_flight: int
+
+
+class Scheduler:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        client: ClusterClient,
+        clock: Clock,
+        *,
+        registry: Mapping[str, type] = IN_TREE,
+        prefer_per_node: bool = False,
+    ) -> None:
+        self.config = config
+        self.client = client
+        self.clock = clock
+        self.isolated = _isolated_from(config)
+        self.cache = Cache(clock, self.isolated, config.troupe.assumed_pod_ttl_seconds)
+        self.snapshot = Snapshot()
+        self.waiting_pods = WaitingPods()
+        self.rng = random.Random(config.troupe.seed)
+        self.handle = Handle(
+            clock=clock,
+            client=client,
+            waiting_pods=self.waiting_pods,
+            lister=self.cache,
+            isolated=self.isolated,
+            rng=self.rng,
+            snapshot=lambda: self.snapshot,
+            activate=self._activate,
+        )
+        self.profiles: dict[str, Profile] = {
+            p.scheduler_name: Profile(
+                p.scheduler_name,
+                p.plugins,
+                registry,
+                self.handle,
+                prefer_per_node=prefer_per_node,
+                percentage_of_nodes_to_score=p.percentage_of_nodes_to_score,
+            )
+            for p in config.profiles
+        }
+        first = next(iter(self.profiles.values()))
+        hints: dict[str, Any] = {}
+        for prof in self.profiles.values():
+            hints.update(prof.events_to_register())
+        t = config.troupe
+        self.queue = SchedulingQueue(
+            clock=clock,
+            sort_key=first.sort_key,
+            pre_enqueue=self._pre_enqueue,
+            hints=hints,
+            initial_backoff=config.pod_initial_backoff_seconds,
+            max_backoff=config.pod_max_backoff_seconds,
+            max_in_unschedulable=t.unschedulable_flush_seconds,
+            fifo=FifoFallback(
+                enabled=t.fifo_enabled,
+                min_queue_length=t.fifo_min_queue_length,
+                failure_streak=t.fifo_failure_streak,
+                duration_seconds=t.fifo_duration_seconds,
+            ),
+        )
+        self.priority_classes: dict[str, PriorityClass] = {}
+        self.invalid: dict[str, InvalidObject] = {}
+        self.last_failure: dict[PodKey, str] = {}
+        self.next_start_node_index = 0
+        self.cycle = 0
+        self._scheduled = 0
+        self._failed = 0
+        self._bind_failures = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wakeup: asyncio.Event | None = None
+
+    # ---- intake: cluster events --------------------------------------------------
+
+    def handles(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    def _pre_enqueue(self, pod: Pod) -> Status:
+        return self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+
+    def _activate(self, keys: Iterable[PodKey]) -> None:
+        self.queue.activate(keys)
+        self._notify()
+
+    def _notify(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def on_priority_class(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pc = parse_priority_class(obj)
+        if isinstance(pc, InvalidObject):
+            self._report_invalid(pc)
+            return
+        if deleted:
+            self.priority_classes.pop(pc.name, None)
+        else:
+            self.priority_classes[pc.name] = pc
+
+    def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        if deleted:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            old = self.cache.node(name)
+            self.cache.remove_node(name)
+            self.invalid.pop(name, None)
+            self.queue.move_on_event(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
+            return
+        node = parse_node(obj)
+        if isinstance(node, InvalidObject):
+            self._report_invalid(node)
+            return
+        self.invalid.pop(node.name, None)
+        old = self.cache.node(node.name)
+        if old is None:
+            self.cache.add_node(node)
+            event = ClusterEvent(EventResource.NODE, ActionType.ADD)
+        else:
+            self.cache.update_node(node)
+            action = _node_update_action(old, node)
+            if not action:
+                return
+            event = ClusterEvent(EventResource.NODE, action)
+        self.queue.move_on_event(event, old, node)
+        self._notify()
+
+    def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pod = parse_pod(obj, self.priority_classes)
+        if isinstance(pod, InvalidObject):
+            self._report_invalid(pod)
+            return
+        self.invalid.pop(pod.key, None)
+        key = pod.key
+        if deleted:
+            self._on_pod_deleted(pod)
+            return
+        if pod.node_name:
+            self._on_assigned_pod(pod)
+            return
+        if not self.handles(pod):
+            return
+        old = self.queue.get(key)
+        self.cache.track_pending(pod)
+        if pod.deleting:
+            self.queue.delete(key)
+            return
+        if old is None:
+            if self.cache.is_assumed(key):
+                return  # being bound by us; the bound event will follow
+            self.queue.add(pod)
+        else:
+            self.queue.update(old.pod, pod)
+        self._notify()
+
+    def _on_assigned_pod(self, pod: Pod) -> None:
+        key = pod.key
+        if key in self.queue:
+            self.queue.delete(key)
+        self.cache.untrack_pending(key)
+        old = self.cache.pod(key)
+        if old is None or self.cache.is_assumed(key):
+            self.cache.add_pod(pod)
+            self.last_failure.pop(key, None)
+            if old is None:
+                self.queue.move_on_event(
+                    ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
+                )
+        else:
+            self.cache.update_pod(old, pod)
+            action = _pod_update_action(old, pod)
+            if action:
+                self.queue.move_on_event(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
+        self._notify()
+
+    def _on_pod_deleted(self, pod: Pod) -> None:
+        key = pod.key
+        self.queue.delete(key)
+        self.cache.untrack_pending(key)
+        wp = self.waiting_pods.get(key)
+        if wp is not None:
+            wp.reject("", "pod deleted while waiting at Permit")
+        old = self.cache.pod(key)
+        if old is not None and not self.cache.is_assumed(key):
+            self.cache.remove_pod(key)
+            self.queue.move_on_event(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None
+            )
+            self._notify()
+
+    def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pg = parse_pod_group(obj)
+        if isinstance(pg, InvalidObject):
+            self._report_invalid(pg)
+            return
+        old = self.cache.pod_group(pg.key)
+        if deleted:
+            self.cache.remove_pod_group(pg.key)
+            action = ActionType.DELETE
+        elif old is None:
+            self.cache.add_pod_group(pg)
+            action = ActionType.ADD
+        else:
+            self.cache.update_pod_group(pg)
+            action = ActionType.UPDATE
+        self.queue.move_on_event(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
+        self._notify()
+
+    def _report_invalid(self, bad: InvalidObject) -> None:
+        log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
+        self.invalid[bad.key] = bad
+        if bad.kind == "Pod":
+            self.last_failure[PodKey(bad.key)] = bad.message
+            self._spawn(self._report_failure(PodKey(bad.key), bad.message))
+
+    # ---- the scheduling cycle ------------------------------------------------------
+
+    def schedule_one(self) -> bool:
+        """Run one scheduling cycle. Returns False when the active queue was empty."""
+        qpi = self.queue.pop()
+        if qpi is None:
+            return False
+        pod = qpi.pod
+        self.cycle += 1
+        profile = self.profiles.get(pod.scheduler_name)
+        if profile is None or pod.deleting:
+            self.queue.done(pod.key)
+            return True
+        self.cache.update_snapshot(self.snapshot)
+        state = CycleState()
+        result = self._schedule_pod(profile, state, pod)
+        if isinstance(result, FitError):
+            self._failed += 1
+            self._handle_failure(profile, qpi, result.message, result.code,
+                                 result.unschedulable_plugins, result.pending_plugins)
+            return True
+        if isinstance(result, Status):
+            self._failed += 1
+            self._handle_failure(profile, qpi, result.message, result.code,
+                                 frozenset({result.plugin}) if result.plugin else frozenset(),
+                                 frozenset())
+            return True
+        node = result.node
+        self.queue.record_attempt(True)
+        self.cache.assume_pod(pod, node)
+        st = profile.run_reserve(state, pod, node)
+        if not st.is_success:
+            profile.run_unreserve(state, pod, node)
+            self.cache.forget_pod(pod.key)
+            self._failed += 1
+            self._handle_failure(profile, qpi, st.message, st.code,
+                                 frozenset({st.plugin}), frozenset())
+            return True
+        st = profile.run_permit(state, pod, node)
+        if not (st.is_success or st.is_wait):
+            profile.run_unreserve(state, pod, node)
+            self.cache.forget_pod(pod.key)
+            self._failed += 1
+            self._handle_failure(profile, qpi, st.message, st.code,
+                                 frozenset({st.plugin}), frozenset())
+            return True
+        self._spawn(self._binding_cycle(profile, state, qpi, node))
+        return True
+
+    def _schedule_pod(self, profile: Profile, state: CycleState, pod: Pod
+                      ) -> ScheduleResult | FitError | Status:
+        snap = self.snapshot
+        n_all = snap.num_nodes
+        if n_all == 0:
+            return FitError(NO_NODES_AVAILABLE, frozenset(), frozenset())
+        pre, st = profile.run_pre_filter(state, pod, snap)
+        if not st.is_success:
+            if st.code is Code.ERROR:
+                return st
+            msg = fit_error_message(n_all, {}, pre_filter_msg=st.message)
+            pending = frozenset({st.plugin}) if st.code is Code.PENDING else frozenset()
+            fe = FitError(msg, frozenset({st.plugin}), pending, st.code)
+            return self._post_filter(profile, state, pod, n_all, {}, fe)
+        all_rows = snap.valid_rows()
+        absent = 0
+        absent_reason = ""
+        if pre is not None and pre.node_names is not None:
+            rows = np.array(
+                sorted(snap.row_of[n] for n in pre.node_names if n in snap.row_of), dtype=np.intp
+            )
+            absent = n_all - len(rows)
+            absent_reason = "node(s) didn't satisfy plugin(s) [" + ", ".join(
+                sorted(n for n, _ in profile.pre_filter)) + "]"
+        else:
+            rows = all_rows
+        percentage = profile.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = self.config.percentage_of_nodes_to_score
+        to_find = num_feasible_nodes_to_find(percentage, len(rows))
+        feasible, processed, outcomes = self._find_feasible(profile, state, pod, rows, to_find)
+        if isinstance(feasible, Status):
+            return feasible
+        if len(rows):
+            self.next_start_node_index = (self.next_start_node_index + processed) % len(rows)
+        if len(feasible) == 0:
+            counts: dict[str, int] = {}
+            unsched: set[str] = set()
+            for o in outcomes:
+                for reason, n in o.reason_counts().items():
+                    counts[reason] = counts.get(reason, 0) + n
+                unsched |= o.unschedulable_plugins()
+            if absent:
+                counts[absent_reason] = counts.get(absent_reason, 0) + absent
+            fe = FitError(fit_error_message(n_all, counts), frozenset(unsched), frozenset())
+            return self._post_filter(profile, state, pod, n_all, counts, fe, outcomes)
+        if len(feasible) == 1:
+            return ScheduleResult(snap.name(int(feasible[0])), processed, 1)
+        st = profile.run_pre_score(state, pod, snap, feasible)
+        if not st.is_success:
+            return st
+        scores = profile.run_score(state, pod, snap, feasible)
+        if isinstance(scores, Status):
+            return scores
+        best = np.flatnonzero(scores == scores.max())
+        pick = int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
+        return ScheduleResult(snap.name(int(feasible[pick])), processed, len(feasible))
+
+    def _find_feasible(
+        self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray, to_find: int
+    ) -> tuple[IntpArray | Status, int, list[FilterOutcome]]:
+        n = len(rows)
+        if n == 0:
+            return rows, 0, []
+        start = self.next_start_node_index % n
+        ordered = rows if start == 0 else np.concatenate((rows[start:], rows[:start]))
+        chunk = max(to_find * 2, 1024)
+        found: list[IntpArray] = []
+        n_found = 0
+        outcomes: list[FilterOutcome] = []
+        pos = 0
+        while pos < n and n_found < to_find:
+            part = ordered[pos:pos + chunk]
+            out = profile.run_filters(state, pod, self.snapshot, part)
+            if isinstance(out, Status):
+                return out, 0, outcomes
+            outcomes.append(out)
+            ok = np.flatnonzero(out.feasible)
+            need = to_find - n_found
+            if len(ok) >= need:
+                ok = ok[:need]
+                processed_here = int(ok[-1]) + 1
+                found.append(part[ok])
+                n_found += len(ok)
+                pos += processed_here
+                break
+            found.append(part[ok])
+            n_found += len(ok)
+            pos += len(part)
+        feasible = found[0] if len(found) == 1 else (
+            np.concatenate(found) if found else np.empty(0, dtype=np.intp))
+        return feasible, pos, outcomes
+
+    def _post_filter(self, profile: Profile, state: CycleState, pod: Pod, n_all: int,
+                     counts: Mapping[str, int], fe: FitError,
+                     outcomes: Iterable[FilterOutcome] = ()) -> FitError:
+        if not profile.post_filter:
+            return fe
+        statuses: dict[str, Status] = {}
+        for o in outcomes:
+            statuses.update(o.node_statuses(self.snapshot))
+        _, st = profile.run_post_filter(state, pod, NodeToStatus(statuses, n_all))
+        if st.is_success or not st.message:
+            return fe
+        pending = fe.pending_plugins | ({st.plugin} if st.code is Code.PENDING else set())
+        return FitError(fe.message + f" {st.message}.", fe.unschedulable_plugins | {st.plugin},
+                        frozenset(pending), fe.code)
+
+    def _handle_failure(self, profile: Profile, qpi: QueuedPodInfo, message: str, code: Code,
+                        plugins: frozenset[str], pending: frozenset[str]) -> None:
+        self.queue.record_attempt(False)
+        pod = qpi.pod
+        qpi.message = message
+        self.last_failure[pod.key] = message
+        log.info("pod %s is unschedulable: %s", pod.key, message)
+        if code is Code.ERROR:
+            self.queue.add_backoff(qpi)
+        else:
+            qpi.unschedulable_plugins = plugins
+            qpi.pending_plugins = pending
+            self.queue.add_unschedulable(qpi, self.cycle)
+        self.queue.done(pod.key)
+        self._spawn(self._report_failure(pod.key, message))
+
+    async def _report_failure(self, key: PodKey, message: str) -> None:
+        try:
+            await self.client.record_event(key, "Warning", "FailedScheduling", message)
+            await self.client.set_pod_condition(key, "False", "Unschedulable", message)
+        except Exception:
+            log.exception("could not report scheduling failure of %s", key)
+
+    # ---- the binding cycle ---------------------------------------------------------
+
+    async def _binding_cycle(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
+                             node: NodeName) -> None:
+        pod = qpi.pod
+        st = await profile.wait_on_permit(pod)
+        if st.is_success:
+            st = await profile.run_pre_bind(state, pod, node)
+        if st.is_success:
+            st = await profile.run_bind(state, pod, node)
+        if not st.is_success:
+            self._binding_failed(profile, state, qpi, node, st)
+            return
+        self.cache.finish_binding(pod.key)
+        self._scheduled += 1
+        self.last_failure.pop(pod.key, None)
+        self.queue.done(pod.key)
+        try:
+            await self.client.record_event(
+                pod.key, "Normal", "Scheduled",
+                f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+            )
+        except Exception:
+            log.exception("could not record the Scheduled event of %s", pod.key)
+        await profile.run_post_bind(state, pod, node)
+
+    def _binding_failed(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
+                        node: NodeName, st: Status) -> None:
+        pod = qpi.pod
+        self._bind_failures += 1
+        profile.run_unreserve(state, pod, node)
+        self.cache.forget_pod(pod.key)
+        self.queue.move_on_event(
+            ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        if st.message.startswith(ALREADY_BOUND_PREFIX):
+            log.info("pod %s was bound by someone else; forgetting it", pod.key)
+            self.queue.done(pod.key)
+            return
+        if self.cache.known_pod(pod.key) is None:
+            self.queue.done(pod.key)
+            return  # deleted meanwhile
+        self._handle_failure(profile, qpi, st.message or "binding rejected", st.code,
+                             frozenset({st.plugin}) if st.plugin else frozenset(), frozenset())
+        self._notify()
+
+    # ---- running -------------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def binding_in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def settle(self) -> None:
+        """Let every task that can run without time passing do so.
+
+        Binding tasks finish within a few loop turns unless they wait on a future
+        that only a timer or another cycle can complete (Permit); we stop once
+        the number of tasks has not moved for three turns in a row.
+        """
+        idle = 0
+        while idle < 3:
+            before = len(self._tasks)
+            await asyncio.sleep(0)
+            idle = idle + 1 if len(self._tasks) == before else 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Schedule until `stop` is set (real clock)."""
+        self._wakeup = asyncio.Event()
+        while not stop.is_set():
+            self.queue.flush()
+            for expired in self.cache.cleanup_expired():
+                log.warning("assumed pod %s expired before its binding was confirmed", expired)
+            worked = 0
+            while self.schedule_one():
+                worked += 1
+                if worked % 64 == 0:
+                    await asyncio.sleep(0)
+            self._wakeup.clear()
+            nxt = self.queue.next_wakeup()
+            timeout = 1.0 if nxt is None else max(0.0, min(1.0, nxt - self.clock.now()))
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+
+    async def shutdown(self) -> None:
+        for wp in self.waiting_pods:
+            wp.reject("", "scheduler shutting down")
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def statistics(self) -> SchedulerStats:
+        return SchedulerStats(self.cycle, self._scheduled, self._failed, self._bind_failures,
+                              len(self._tasks))
+
+
+def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:
+    for p in config.profiles:
+        for specs in p.plugins.values():
+            for spec in specs:
+                if spec.name == "NodeResourcesFit":
+                    a = spec.args
+                    return IsolatedCPU(
+                        annotation=str(a.get("isolatedCPUAnnotation", IsolatedCPU.annotation)),
+                        resource=str(a.get("isolatedCPUResource", IsolatedCPU.resource)),
+                    )
+    return IsolatedCPU()
+
+
+def _node_update_action(old: Node, new: Node) -> ActionType:
+    """Which scheduling-relevant properties changed (kube-scheduler's nodeSchedulingPropertiesChange)."""
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.images != new.images:
+        action |= ActionType.UPDATE_OTHER
+    return action
+
+
+def _pod_update_action(old: Pod, new: Pod) -> ActionType:
+    action = ActionType(0)
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_POD_LABEL
+    if old.requests != new.requests or (new.terminal and not old.terminal):
+        action |= ActionType.UPDATE_POD_SCALE_DOWN
+    if not action and old.raw is not new.raw:
+        action |= ActionType.UPDATE_OTHER
+    return action
+
+
+OnBound = Callable[[PodKey, NodeName], None]

@@ -1,0 +1,282 @@
+"""`troupe simulate`: the real pipeline on a cluster described in YAML.
+
+Input files hold Kubernetes objects as kubectl prints them (multi-document
+YAML, or `kind: List`): Nodes, Pods, PriorityClasses and PodGroups. Pods with
+spec.nodeName are running; pending pods whose schedulerName matches a profile
+are created in creationTimestamp order, then file order, and scheduled by the
+real scheduler with the in-memory ClusterClient and a virtual clock, until
+nothing can change any more (no pod to pop, none backing off, no timer due) or
+the virtual clock reaches `until`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from scheduler.api.types import PodKey
+from scheduler.clock import VirtualClock
+from scheduler.cluster import InMemoryCluster
+from scheduler.config import SchedulerConfig
+from scheduler.scheduler import Scheduler
+from scheduler.snapshot import NodeTable
+
+POD_GROUP_API_GROUPS = ("scheduling.x-k8s.io/", "scheduling.sigs.k8s.io/")
+KINDS = ("Node", "Pod", "PriorityClass", "PodGroup")
+
+
+class InputError(Exception):
+    """Unreadable input; the message names the file and the problem."""
+
+
+def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Read every object from the files, in file order. Raises InputError."""
+    out: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs = list(yaml.safe_load_all(f))
+        except OSError as e:
+            raise InputError(f"{path}: {e.strerror or e}") from e
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise InputError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from e
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue
+            out.extend(_flatten(doc, f"{path}: document {i + 1}"))
+    return out
+
+
+def _flatten(doc: object, where: str) -> Iterable[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(f"{where}: items must be a list")
+        for j, item in enumerate(items):
+            yield from _flatten(item, f"{where}, items[{j}]")
+        return
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{where}: object has no kind")
+    if kind not in KINDS:
+        return  # other kinds (Deployments, Services...) are not simulated
+    if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
+        raise InputError(f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
+                         "scheduling.x-k8s.io/v1alpha1 or scheduling.sigs.k8s.io/v1alpha1")
+    yield doc
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata") or {}
+    if not isinstance(md, dict):
+        return "?"
+    return f"{md.get('namespace') or 'default'}/{md.get('name', '?')}"
+
+
+@dataclass
+class SimulationResult:
+    pods: dict[str, dict[str, Any]]
+    pod_groups: dict[str, dict[str, Any]]
+    nodes: dict[str, dict[str, dict[str, float | int]]]
+    virtual_seconds: float
+    cycles: int
+    events: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+
+
+def _amount(resource: str, milli: set[str], v: int) -> float | int:
+    if resource in milli:
+        return v // 1000 if v % 1000 == 0 else v / 1000
+    return v
+
+
+def node_usage(table: NodeTable, milli: set[str]) -> dict[str, dict[str, dict[str, float | int]]]:
+    out: dict[str, dict[str, dict[str, float | int]]] = {}
+    for row in table.valid_rows().tolist():
+        name = table.names[row]
+        use: dict[str, dict[str, float | int]] = {}
+        for r, c in table.col.items():
+            alloc = int(table.allocatable[row, c])
+            req = int(table.requested[row, c])
+            if alloc == 0 and req == 0:
+                continue
+            use[r] = {"requested": _amount(r, milli, req), "allocatable": _amount(r, milli, alloc)}
+        out[name] = use
+    return out
+
+
+class Simulation:
+    def __init__(self, objects: Sequence[Mapping[str, Any]], config: SchedulerConfig) -> None:
+        self.objects = list(objects)
+        self.clock = VirtualClock()
+        self.cluster = InMemoryCluster()
+        self.scheduler = Scheduler(config, self.cluster, self.clock)
+        self.cluster.on_pod_bound = self._bound
+
+    def _bound(self, key: PodKey, node: str) -> None:
+        obj = self.cluster.pods[key]
+        obj.setdefault("status", {})["phase"] = "Running"
+        self.scheduler.on_pod(obj)
+
+    def _load(self) -> list[str]:
+        s = self.scheduler
+        by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        for o in self.objects:
+            by_kind[str(o.get("kind"))].append(dict(o))
+        for o in by_kind["PriorityClass"]:
+            s.on_priority_class(o)
+        for o in by_kind["Node"]:
+            s.on_node(o)
+        for o in by_kind["PodGroup"]:
+            self.cluster.pod_groups[_key(o)] = o
+            s.on_pod_group(o)
+        order: list[str] = []
+        pending: list[tuple[str, int, dict[str, Any]]] = []
+        for i, o in enumerate(by_kind["Pod"]):
+            k = _key(o)
+            order.append(k)
+            self.cluster.pods[k] = o
+            spec = o.get("spec")
+            if isinstance(spec, dict) and spec.get("nodeName"):
+                s.on_pod(o)
+            else:
+                md = o.get("metadata")
+                ts = md.get("creationTimestamp") if isinstance(md, dict) else None
+                pending.append((str(ts or ""), i, o))
+        pending.sort(key=lambda t: (t[0] == "", t[0], t[1]))
+        for _, _, o in pending:
+            s.on_pod(o)
+        return order
+
+    async def run(self, until: float | None = None) -> SimulationResult:
+        s = self.scheduler
+        order = self._load()
+        q = s.queue
+        while True:
+            while s.schedule_one():
+                pass
+            await s.settle()
+            if q.statistics().active:
+                continue
+            nxt = self._next_time(until)
+            if nxt is None:
+                break
+            self.clock.advance_to(nxt)
+            q.flush()
+            s.cache.cleanup_expired()
+            await s.settle()
+        await s.settle()
+        return self._result(order)
+
+    def _next_time(self, until: float | None) -> float | None:
+        """When something can next change, or None if nothing can."""
+        q = self.scheduler.queue
+        stats = q.statistics()
+        candidates = []
+        d = self.clock.next_deadline()
+        if d is not None:
+            candidates.append(d)
+        w = q.next_wakeup()
+        if w is not None and (stats.backoff or until is not None):
+            candidates.append(w)
+        if not candidates:
+            return None
+        t = min(candidates)
+        if until is not None and t > until:
+            return None
+        return t
+
+    def _result(self, order: list[str]) -> SimulationResult:
+        s = self.scheduler
+        pods: dict[str, dict[str, Any]] = {}
+        for k in order:
+            obj = self.cluster.pods[k]
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            node = spec.get("nodeName") if isinstance(spec, dict) else None
+            if node:
+                pods[k] = {"node": node, "reason": None}
+                continue
+            reason = s.last_failure.get(PodKey(k))
+            if reason is None:
+                bad = s.invalid.get(k)
+                if bad is not None:
+                    reason = bad.message
+                else:
+                    qpi = s.queue.get(k)
+                    name = spec.get("schedulerName", "default-scheduler") if isinstance(
+                        spec, dict) else "default-scheduler"
+                    if name not in s.profiles:
+                        reason = f'not scheduled by Troupe: spec.schedulerName is "{name}"'
+                    elif qpi is not None and qpi.message:
+                        reason = qpi.message
+                    else:
+                        reason = "pending"
+            pods[k] = {"node": None, "reason": reason}
+        groups: dict[str, dict[str, Any]] = {}
+        for k, o in self.cluster.pod_groups.items():
+            st = o.get("status") if isinstance(o.get("status"), dict) else {}
+            assert isinstance(st, dict)
+            groups[k] = {
+                "phase": st.get("phase", "Pending"),
+                "scheduled": int(st.get("scheduled", 0) or 0),
+                "running": int(st.get("running", 0) or 0),
+                "succeeded": int(st.get("succeeded", 0) or 0),
+                "failed": int(st.get("failed", 0) or 0),
+            }
+        s.cache.update_snapshot(s.snapshot)
+        milli = {"cpu", s.isolated.resource}
+        return SimulationResult(
+            pods=pods,
+            pod_groups=groups,
+            nodes=node_usage(s.snapshot, milli),
+            virtual_seconds=self.clock.now(),
+            cycles=s.cycle,
+            events=[{"pod": e.pod, "type": e.type, "reason": e.reason, "message": e.message}
+                    for e in self.cluster.events],
+        )
+
+
+def simulate(objects: Sequence[Mapping[str, Any]], config: SchedulerConfig,
+             until: float | None = None) -> SimulationResult:
+    return asyncio.run(Simulation(objects, config).run(until))
+
+
+def format_table(result: SimulationResult) -> str:
+    lines = []
+    w = max([len("POD"), *(len(k) for k in result.pods)])
+    nw = max([len("NODE"), *(len(v["node"] or "<pending>") for v in result.pods.values())])
+    lines.append(f"{'POD':<{w}}  {'NODE':<{nw}}  REASON")
+    for k, v in result.pods.items():
+        lines.append(f"{k:<{w}}  {v['node'] or '<pending>':<{nw}}  {v['reason'] or ''}".rstrip())
+    if result.pod_groups:
+        lines.append("")
+        gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])
+        lines.append(f"{'PODGROUP':<{gw}}  {'PHASE':<12}  SCHEDULED  RUNNING")
+        for k, g in result.pod_groups.items():
+            lines.append(f"{k:<{gw}}  {g['phase']:<12}  {g['scheduled']:<9}  {g['running']}")
+    lines.append("")
+    nw2 = max([len("NODE"), *(len(k) for k in result.nodes)])
+    lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")
+    for name, use in result.nodes.items():
+        parts = [f"{r} {u['requested']}/{u['allocatable']}" for r, u in use.items()]
+        lines.append(f"{name:<{nw2}}  {', '.join(parts)}")
+    return "\n".join(lines)
+
+
+def format_output(result: SimulationResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.to_json_obj(), indent=2)
+    if fmt == "yaml":
+        return yaml.safe_dump(result.to_json_obj(), sort_keys=False)
+    return format_table(result)

@@ -1,0 +1,152 @@
+"""`make bench`: scheduler_perf-like benchmarks of the in-process pipeline.
+
+Each case runs in its own process (so peak memory is the case's own) with the
+real Scheduler, the in-memory ClusterClient and a virtual clock. The timed
+part starts once nodes and running pods are loaded and the pods to schedule
+are queued, and ends when every one of them is bound: that is the scheduling
+throughput (pods/s) kube-scheduler's scheduler_perf reports.
+
+    python -m tests.perf.bench                  # every case
+    python -m tests.perf.bench --case basic-5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.api.types import PodKey
+from scheduler.clock import VirtualClock
+from scheduler.cluster import InMemoryCluster
+from scheduler.config import default_config
+from scheduler.plugins.registry import IN_TREE
+from scheduler.scheduler import Scheduler
+from tests.perf import workloads
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    nodes: int
+    running: int
+    to_schedule: int
+    per_node: bool = False
+    target_pods_per_s: float | None = None
+
+
+CASES: dict[str, Case] = {c.name: c for c in (
+    Case("basic-500", 500, 1000, 10000),
+    Case("basic-5000", 5000, 1000, 10000, target_pods_per_s=1000.0),
+    Case("basic-500-per-node", 500, 1000, 2000, per_node=True),
+    Case("basic-5000-per-node", 5000, 1000, 1000, per_node=True),
+)}
+
+
+async def _run_case(case: Case) -> dict[str, Any]:
+    clock = VirtualClock()
+    cluster = InMemoryCluster()
+    config = default_config(IN_TREE)
+    sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node)
+
+    def bound(key: PodKey, node: str) -> None:
+        obj = cluster.pods[key]
+        obj["status"]["phase"] = "Running"
+        sched.on_pod(obj)
+
+    cluster.on_pod_bound = bound
+    t0 = time.perf_counter()
+    for i in range(case.nodes):
+        sched.on_node(workloads.node(i))
+    for i in range(case.running):
+        o = workloads.pod(i, "running", node_name=f"node-{i % case.nodes}")
+        cluster.pods[f"sched-perf/running-{i}"] = o
+        sched.on_pod(o)
+    for i in range(case.to_schedule):
+        o = workloads.pod(i)
+        cluster.pods[f"sched-perf/pod-{i}"] = o
+        sched.on_pod(o)
+    t_load = time.perf_counter() - t0
+
+    t1 = time.perf_counter()
+    while True:
+        n = 0
+        while sched.schedule_one():
+            n += 1
+            if n % 256 == 0:
+                await sched.settle()
+        await sched.settle()
+        if not sched.queue.statistics().active:
+            break
+    elapsed = time.perf_counter() - t1
+    stats = sched.statistics()
+    bound_pods = cluster.binds
+    return {
+        "case": case.name,
+        "nodes": case.nodes,
+        "running": case.running,
+        "to_schedule": case.to_schedule,
+        "bound": bound_pods,
+        "cycles": stats.cycles,
+        "seconds": round(elapsed, 3),
+        "pods_per_s": round(bound_pods / elapsed, 1) if elapsed else 0.0,
+        "ms_per_pod": round(1000 * elapsed / max(bound_pods, 1), 3),
+        "load_seconds": round(t_load, 3),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "target_pods_per_s": case.target_pods_per_s,
+    }
+
+
+def run_case(name: str) -> dict[str, Any]:
+    return asyncio.run(_run_case(CASES[name]))
+
+
+def _in_subprocess(name: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-m", "tests.perf.bench", "--case", name, "--json"],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _print_table(rows: list[dict[str, Any]], say: Callable[[str], None] = print) -> None:
+    say(f"{'case':<22} {'nodes':>6} {'bound':>6} {'pods/s':>9} {'ms/pod':>8} {'peak MiB':>9}  target")
+    for r in rows:
+        tgt = r.get("target_pods_per_s")
+        verdict = "" if tgt is None else (f">= {tgt:g} " + ("MET" if r["pods_per_s"] >= tgt else "MISSED"))
+        say(f"{r['case']:<22} {r['nodes']:>6} {r['bound']:>6} {r['pods_per_s']:>9} "
+            f"{r['ms_per_pod']:>8} {r['peak_rss_mib']:>9}  {verdict}")
+    by = {r["case"]: r for r in rows}
+    for n in (500, 5000):
+        col, row = by.get(f"basic-{n}"), by.get(f"basic-{n}-per-node")
+        if col and row and row["pods_per_s"]:
+            say(f"columnar / per-node at {n} nodes: {col['pods_per_s'] / row['pods_per_s']:.1f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", action="append", choices=sorted(CASES))
+    ap.add_argument("--json", action="store_true", help="print one JSON line per case")
+    args = ap.parse_args(argv)
+    names = args.case or list(CASES)
+    if args.json:
+        for n in names:
+            print(json.dumps(run_case(n)))
+        return 0
+    rows = []
+    for n in names:
+        print(f"running {n} ...", file=sys.stderr, flush=True)
+        rows.append(_in_subprocess(n))
+    _print_table(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""scheduler_perf-like workloads: node and pod templates, generated as dicts.
+
+Templates follow kube-scheduler's test/integration/scheduler_perf config
+(node-default.yaml: 4 cpu, 32Gi, 110 pods; pod-default.yaml: 100m, 500Mi).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEDULER = "troupe-scheduler"
+
+
+def node(i: int, zones: int = 3) -> dict[str, Any]:
+    name = f"node-{i}"
+    alloc = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": f"zone-{i % zones}",
+            },
+        },
+        "spec": {},
+        "status": {"allocatable": dict(alloc), "capacity": dict(alloc)},
+    }
+
+
+def pod(i: int, prefix: str = "pod", node_name: str | None = None) -> dict[str, Any]:
+    name = f"{prefix}-{i}"
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER,
+        "containers": [{
+            "name": "pause",
+            "image": "registry.k8s.io/pause:3.10",
+            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+        }],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "sched-perf", "uid": f"uid-{name}"},
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
