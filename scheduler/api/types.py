@@ -88,7 +88,24 @@ class Requirement:
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        raise NotImplementedError  # implemented in scheduler.api.selectors
+        """As apimachinery labels.Requirement.Matches (Gt/Lt compare integers)."""
+        op = self.op
+        if op is SelectorOp.IN:
+            return self.key in labels and labels[self.key] in self.values
+        if op is SelectorOp.NOT_IN:
+            return self.key not in labels or labels[self.key] not in self.values
+        if op is SelectorOp.EXISTS:
+            return self.key in labels
+        if op is SelectorOp.DOES_NOT_EXIST:
+            return self.key not in labels
+        if self.key not in labels:
+            return False
+        try:
+            have = int(labels[self.key])
+            want = int(self.values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op is SelectorOp.GT else have < want
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +178,14 @@ class Toleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: Taint) -> bool:
-        raise NotImplementedError  # implemented in scheduler.api.taints
+        """As k8s.io/api core/v1 Toleration.ToleratesTaint."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.op is TolerationOp.EXISTS:
+            return True
+        return self.value == taint.value
 
 
 # --- pod affinity (read here; the plugins come with the topology issue) ---------
