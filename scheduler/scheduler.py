@@ -28,7 +28,15 @@ from typing import Any, Final
 import numpy as np
 
 from scheduler.api.parse import parse_node, parse_pod, parse_pod_group, parse_priority_class
-from scheduler.api.types import InvalidObject, Node, NodeName, Pod, PodKey, PriorityClass
+from scheduler.api.types import (
+    GroupKey,
+    InvalidObject,
+    Node,
+    NodeName,
+    Pod,
+    PodKey,
+    PriorityClass,
+)
 from scheduler.cache import Cache
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
@@ -48,7 +56,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue import FifoFallback, SchedulingQueue
-from scheduler.snapshot import IsolatedCPU, Snapshot
+from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +131,8 @@ class Scheduler:
         self.client = client
         self.clock = clock
         self.isolated = _isolated_from(config)
+        # cpu and the isolated resource are kept in milli-units.
+        self.milli = frozenset({"cpu", self.isolated.resource})
         self.cache = Cache(clock, self.isolated, config.troupe.assumed_pod_ttl_seconds)
         self.snapshot = Snapshot()
         self.waiting_pods = WaitingPods()
@@ -136,6 +146,7 @@ class Scheduler:
             rng=self.rng,
             snapshot=lambda: self.snapshot,
             activate=self._activate,
+            spawn=self._spawn,
         )
         self.profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(
@@ -176,6 +187,8 @@ class Scheduler:
         self._scheduled = 0
         self._failed = 0
         self._bind_failures = 0
+        self.group_attempts = 0
+        self.group_failures = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup: asyncio.Event | None = None
 
@@ -190,6 +203,15 @@ class Scheduler:
     def _activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)
         self._notify()
+
+    def _emit(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        """Tell the queue (queueing hints) and the plugins' watchers about an event."""
+        for watcher in self.handle.watchers:
+            try:
+                watcher(event, old, new)
+            except Exception:
+                log.exception("event watcher failed on %s", event)
+        self.queue.move_on_event(event, old, new)
 
     def _notify(self) -> None:
         if self._wakeup is not None:
@@ -211,9 +233,9 @@ class Scheduler:
             old = self.cache.node(name)
             self.cache.remove_node(name)
             self.invalid.pop(name, None)
-            self.queue.move_on_event(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
+            self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
             return
-        node = parse_node(obj)
+        node = parse_node(obj, self.milli)
         if isinstance(node, InvalidObject):
             self._report_invalid(node)
             return
@@ -228,11 +250,11 @@ class Scheduler:
             if not action:
                 return
             event = ClusterEvent(EventResource.NODE, action)
-        self.queue.move_on_event(event, old, node)
+        self._emit(event, old, node)
         self._notify()
 
     def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
-        pod = parse_pod(obj, self.priority_classes)
+        pod = parse_pod(obj, self.priority_classes, self.milli)
         if isinstance(pod, InvalidObject):
             self._report_invalid(pod)
             return
@@ -255,8 +277,10 @@ class Scheduler:
             if self.cache.is_assumed(key):
                 return  # being bound by us; the bound event will follow
             self.queue.add(pod)
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
         else:
             self.queue.update(old.pod, pod)
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
         self._notify()
 
     def _on_assigned_pod(self, pod: Pod) -> None:
@@ -269,14 +293,14 @@ class Scheduler:
             self.cache.add_pod(pod)
             self.last_failure.pop(key, None)
             if old is None:
-                self.queue.move_on_event(
+                self._emit(
                     ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
                 )
         else:
             self.cache.update_pod(old, pod)
             action = _pod_update_action(old, pod)
             if action:
-                self.queue.move_on_event(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
+                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
         self._notify()
 
     def _on_pod_deleted(self, pod: Pod) -> None:
@@ -287,9 +311,11 @@ class Scheduler:
         if wp is not None:
             wp.reject("", "pod deleted while waiting at Permit")
         old = self.cache.pod(key)
-        if old is not None and not self.cache.is_assumed(key):
+        if old is None:
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.DELETE), pod, None)
+        elif not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
-            self.queue.move_on_event(
+            self._emit(
                 ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None
             )
             self._notify()
@@ -309,7 +335,7 @@ class Scheduler:
         else:
             self.cache.update_pod_group(pg)
             action = ActionType.UPDATE
-        self.queue.move_on_event(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
+        self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
 
     def _report_invalid(self, bad: InvalidObject) -> None:
@@ -333,43 +359,121 @@ class Scheduler:
             self.queue.done(pod.key)
             return True
         self.cache.update_snapshot(self.snapshot)
+        group = pod.group_key
+        if group is not None and self.config.troupe.group_cycle and self._gang_profile(profile):
+            pg = self.cache.pod_group(group)
+            if pg is not None and not self._group_admitted(group, pg.min_member):
+                self._schedule_group(profile, qpi, pg.min_member)
+                return True
         state = CycleState()
         result = self._schedule_pod(profile, state, pod)
+        if isinstance(result, ScheduleResult):
+            self.queue.record_attempt(True)
+            self._commit(profile, state, qpi, result.node)
+        else:
+            self._fail(profile, qpi, result)
+        return True
+
+    def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
+        self._failed += 1
         if isinstance(result, FitError):
-            self._failed += 1
             self._handle_failure(profile, qpi, result.message, result.code,
                                  result.unschedulable_plugins, result.pending_plugins)
-            return True
-        if isinstance(result, Status):
-            self._failed += 1
+        else:
             self._handle_failure(profile, qpi, result.message, result.code,
                                  frozenset({result.plugin}) if result.plugin else frozenset(),
                                  frozenset())
-            return True
-        node = result.node
-        self.queue.record_attempt(True)
+
+    def _commit(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
+                node: NodeName) -> bool:
+        """Assume the pod on `node`, run Reserve and Permit, start its binding cycle."""
+        pod = qpi.pod
         self.cache.assume_pod(pod, node)
         st = profile.run_reserve(state, pod, node)
-        if not st.is_success:
-            profile.run_unreserve(state, pod, node)
-            self.cache.forget_pod(pod.key)
-            self._failed += 1
-            self._handle_failure(profile, qpi, st.message, st.code,
-                                 frozenset({st.plugin}), frozenset())
-            return True
-        st = profile.run_permit(state, pod, node)
+        if st.is_success:
+            st = profile.run_permit(state, pod, node)
         if not (st.is_success or st.is_wait):
             profile.run_unreserve(state, pod, node)
             self.cache.forget_pod(pod.key)
-            self._failed += 1
-            self._handle_failure(profile, qpi, st.message, st.code,
-                                 frozenset({st.plugin}), frozenset())
-            return True
+            self._fail(profile, qpi, st)
+            return False
         self._spawn(self._binding_cycle(profile, state, qpi, node))
         return True
 
-    def _schedule_pod(self, profile: Profile, state: CycleState, pod: Pod
-                      ) -> ScheduleResult | FitError | Status:
+    # ---- the atomic group cycle -----------------------------------------------------
+
+    @staticmethod
+    def _gang_profile(profile: Profile) -> bool:
+        return any(name == "Coscheduling" for name, _ in profile.permit)
+
+    def _group_admitted(self, group: GroupKey, min_member: int) -> bool:
+        """Whether minMember of the group are already bound or assumed (placed)."""
+        placed = sum(1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None)
+        return placed >= min_member
+
+    def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
+        """Place the gang's queued pods together on the snapshot, each placement charged
+        before the next is searched; commit them only if minMember fit, else hold nothing.
+
+        The snapshot serves as the scratch copy: placements are charged into it and
+        undone before the real assumes, which then reach it through the cache.
+        """
+        group = first.pod.group_key
+        assert group is not None
+        t0 = self.clock.now()
+        members = [first]
+        others = [p.key for p in self.cache.pods_in_group(group)
+                  if p.key != first.pod.key and p.key in self.queue]
+        members.extend(self.queue.take(others))
+        members.sort(key=profile.sort_key)
+        placed_before = sum(
+            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None)
+        snap = self.snapshot
+        placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
+        failures: list[tuple[QueuedPodInfo, FitError | Status]] = []
+        charged: list[tuple[int, Pod, Any]] = []
+        try:
+            for qpi in members:
+                state = CycleState()
+                result = self._schedule_pod(profile, state, qpi.pod, post_filter=False)
+                if isinstance(result, ScheduleResult):
+                    row = snap.row_of[result.node]
+                    charge = pod_charge(qpi.pod, self.isolated)
+                    snap.charge(row, qpi.pod, charge, +1)
+                    charged.append((row, qpi.pod, charge))
+                    placements.append((qpi, state, result.node))
+                else:
+                    failures.append((qpi, result))
+        finally:
+            for row, pod, charge in reversed(charged):
+                snap.charge(row, pod, charge, -1)
+        self.group_attempts += 1
+        if placed_before + len(placements) >= min_member:
+            self.queue.record_attempt(True)
+            for qpi, state, node in placements:
+                self._commit(profile, state, qpi, node)
+            for qpi, result in failures:
+                self._fail(profile, qpi, result)
+            log.info("gang %s admitted: %d pods placed in %.3fs", group, len(placements),
+                     self.clock.now() - t0)
+            return
+        self.group_failures += 1
+        why = failures[0][1].message if failures else "not enough member pods are pending"
+        message = (f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
+                   f"{min_member} pods fit; {why}")
+        plugins: set[str] = {"Coscheduling"}
+        for _, result in failures:
+            if isinstance(result, FitError):
+                plugins |= result.unschedulable_plugins
+            elif result.plugin:
+                plugins.add(result.plugin)
+        for qpi in members:
+            self._failed += 1
+            self._handle_failure(profile, qpi, message, Code.UNSCHEDULABLE,
+                                 frozenset(plugins), frozenset())
+
+    def _schedule_pod(self, profile: Profile, state: CycleState, pod: Pod,
+                      post_filter: bool = True) -> ScheduleResult | FitError | Status:
         snap = self.snapshot
         n_all = snap.num_nodes
         if n_all == 0:
@@ -381,6 +485,8 @@ class Scheduler:
             msg = fit_error_message(n_all, {}, pre_filter_msg=st.message)
             pending = frozenset({st.plugin}) if st.code is Code.PENDING else frozenset()
             fe = FitError(msg, frozenset({st.plugin}), pending, st.code)
+            if not post_filter:
+                return fe
             return self._post_filter(profile, state, pod, n_all, {}, fe)
         all_rows = snap.valid_rows()
         absent = 0
@@ -413,6 +519,8 @@ class Scheduler:
             if absent:
                 counts[absent_reason] = counts.get(absent_reason, 0) + absent
             fe = FitError(fit_error_message(n_all, counts), frozenset(unsched), frozenset())
+            if not post_filter:
+                return fe
             return self._post_filter(profile, state, pod, n_all, counts, fe, outcomes)
         if len(feasible) == 1:
             return ScheduleResult(snap.name(int(feasible[0])), processed, 1)
@@ -531,7 +639,7 @@ class Scheduler:
         self._bind_failures += 1
         profile.run_unreserve(state, pod, node)
         self.cache.forget_pod(pod.key)
-        self.queue.move_on_event(
+        self._emit(
             ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
         if st.message.startswith(ALREADY_BOUND_PREFIX):
             log.info("pod %s was bound by someone else; forgetting it", pod.key)
@@ -600,16 +708,18 @@ class Scheduler:
 
 
 def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:
+    """The isolated-CPU names from NodeResourcesFit's args (the cache charges by them)."""
+    default = IsolatedCPU()
     for p in config.profiles:
         for specs in p.plugins.values():
             for spec in specs:
                 if spec.name == "NodeResourcesFit":
                     a = spec.args
                     return IsolatedCPU(
-                        annotation=str(a.get("isolatedCPUAnnotation", IsolatedCPU.annotation)),
-                        resource=str(a.get("isolatedCPUResource", IsolatedCPU.resource)),
+                        annotation=str(a.get("isolatedCPUAnnotation", default.annotation)),
+                        resource=str(a.get("isolatedCPUResource", default.resource)),
                     )
-    return IsolatedCPU()
+    return default
 
 
 def _node_update_action(old: Node, new: Node) -> ActionType:

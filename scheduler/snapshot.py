@@ -244,7 +244,8 @@ class NodeTable:
             self.labels[key][row] = i
         self.taint_matrix[row] = False
         for taint in node.taints:
-            self.taint_matrix[row, self._ensure_taint(taint)] = True
+            t = self._ensure_taint(taint)  # may widen the matrix: index after
+            self.taint_matrix[row, t] = True
         if old is not None:
             for img in old.images:
                 for n in img.names:
@@ -307,15 +308,17 @@ class NodeTable:
     # ---- copying (cache -> snapshot) -----------------------------------------
 
     def copy_rows_from(self, src: NodeTable, rows: IntpArray | None) -> None:
-        """Make this table equal to `src`, copying only `rows` (None: everything)."""
-        if rows is None or src.capacity != self.capacity or src.resources != self.resources \
-                or src.taint_matrix.shape[1] != self.taint_matrix.shape[1] \
-                or src.labels.keys() != self.labels.keys():
+        """Make this table equal to `src`, copying only `rows` (None: everything).
+
+        A partial copy is only valid when `src` changed nothing but those rows'
+        values: no node added or removed, no new resource, taint or label key
+        (the cache tracks that and asks for a full copy otherwise).
+        """
+        if rows is None or src.capacity != self.capacity:
             self._copy_all(src)
             return
         if len(rows) == 0:
             return
-        self.n_rows = src.n_rows
         self.valid[rows] = src.valid[rows]
         self.generation[rows] = src.generation[rows]
         self.allocatable[rows] = src.allocatable[rows]
@@ -325,16 +328,10 @@ class NodeTable:
         self.taint_matrix[rows] = src.taint_matrix[rows]
         for k, col in src.labels.items():
             self.labels[k][rows] = col[rows]
-        self.names = list(src.names)
-        self.row_of = dict(src.row_of) if len(self.row_of) != len(src.row_of) or any(
-            self.names[r] != src.names[r] for r in rows.tolist()
-        ) else self.row_of
-        self.node_objs = list(src.node_objs)
-        self.free_rows = list(src.free_rows)
         for r in rows.tolist():
-            self.pods[r:r + 1] = [dict(src.pods[r])] if r < len(self.pods) else []
-        while len(self.pods) < len(src.pods):
-            self.pods.append(dict(src.pods[len(self.pods)]))
+            self.names[r] = src.names[r]
+            self.node_objs[r] = src.node_objs[r]
+            self.pods[r] = dict(src.pods[r])
         self._share_sparse(src)
 
     def _share_sparse(self, src: NodeTable) -> None:
@@ -344,7 +341,10 @@ class NodeTable:
         self.label_values = src.label_values
         self.taint_ids = src.taint_ids
         self.taint_list = list(src.taint_list)
-        self.port_index = {k: {r: Counter(c) for r, c in v.items()} for k, v in src.port_index.items()}
+        if src.port_index or self.port_index:
+            self.port_index = {
+                k: {r: Counter(c) for r, c in v.items()} for k, v in src.port_index.items()
+            }
         self.image_index = src.image_index
 
     def _copy_all(self, src: NodeTable) -> None:

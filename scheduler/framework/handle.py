@@ -10,9 +10,9 @@ through the narrow callbacks listed here.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.api.types import GroupKey, Pod, PodGroup, PodKey
 from scheduler.clock import Clock
@@ -21,7 +21,13 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.snapshot import IsolatedCPU
 
 if TYPE_CHECKING:
+    from scheduler.framework.interface import ClusterEvent
     from scheduler.snapshot import NodeTable
+
+# Called with (event, old object or None, new object or None) for every cluster
+# event the scheduler receives, after the cache has been updated: the analogue
+# of a plugin's informer handlers in kube-scheduler.
+EventWatcher = Callable[["ClusterEvent", Any, Any], None]
 
 
 class ClusterLister(Protocol):
@@ -53,3 +59,10 @@ class Handle:
     snapshot: Callable[[], NodeTable] = _no_snapshot
     # Move pods back to the active queue (e.g. a gang's members after a change).
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
+    # Plugins append watchers in `new()`; see EventWatcher.
+    watchers: list[EventWatcher] = field(default_factory=list)
+    # Run a coroutine as a task the scheduler owns (awaited on shutdown).
+    spawn: Callable[[Coroutine[Any, Any, None]], None] = lambda coro: coro.close()
+
+    def watch(self, watcher: EventWatcher) -> None:
+        self.watchers.append(watcher)

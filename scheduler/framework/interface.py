@@ -328,6 +328,16 @@ EXTENSION_POINTS: Mapping[str, tuple[type, ...]] = {
 }
 
 
+def implements(plugin: object, point: str) -> bool:
+    """Whether a plugin class (or instance) declares the extension point.
+
+    Plugins say what they are by subclassing the Protocols (STYLE.md), so this
+    looks at the class hierarchy, not at which methods happen to exist.
+    """
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    return any(proto in cls.__mro__ for proto in EXTENSION_POINTS[point])
+
+
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
     """A plugin enabled in a profile: its name, weight (score only) and raw args."""

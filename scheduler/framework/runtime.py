@@ -22,7 +22,6 @@ from scheduler.api.types import NodeName, Pod
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
-    EXTENSION_POINTS,
     MAX_NODE_SCORE,
     BindPlugin,
     BoolArray,
@@ -50,6 +49,7 @@ from scheduler.framework.interface import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    implements,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting_pods import WaitingPod
@@ -197,7 +197,7 @@ class Profile:
             out = []
             for spec in plugins.get(point, ()):
                 inst = self.instances[spec.name]
-                if not isinstance(inst, EXTENSION_POINTS[point]):
+                if not implements(inst, point):
                     raise ProfileError(_does_not_implement(spec.name, point))
                 out.append((spec.name, inst, spec.weight or 1))
             return out
@@ -210,19 +210,19 @@ class Profile:
         self.pre_filter: list[tuple[str, PreFilterPlugin]] = [(n, p) for n, p, _ in at("preFilter")]
         self.filters: list[tuple[str, Any]] = []
         for n, p, _ in at("filter"):
-            use_node = isinstance(p, NodeFilterPlugin) and (
-                prefer_per_node or not isinstance(p, FilterPlugin)
+            use_node = NodeFilterPlugin in type(p).__mro__ and (
+                prefer_per_node or FilterPlugin not in type(p).__mro__
             )
             self.filters.append((n, _NodeFilterAdapter(p) if use_node else p))
         self.post_filter: list[tuple[str, PostFilterPlugin]] = [(n, p) for n, p, _ in at("postFilter")]
         self.pre_score: list[tuple[str, PreScorePlugin]] = [(n, p) for n, p, _ in at("preScore")]
         self.scores: list[tuple[str, Any, ScoreExtensions | None, int]] = []
         for n, p, w in at("score"):
-            use_node = isinstance(p, NodeScorePlugin) and (
-                prefer_per_node or not isinstance(p, ScorePlugin)
+            use_node = NodeScorePlugin in type(p).__mro__ and (
+                prefer_per_node or ScorePlugin not in type(p).__mro__
             )
             scorer = _NodeScoreAdapter(p) if use_node else p
-            norm = p if isinstance(p, ScoreExtensions) else None
+            norm = p if ScoreExtensions in type(p).__mro__ else None
             self.scores.append((n, scorer, norm, w))
         self.reserve: list[tuple[str, ReservePlugin]] = [(n, p) for n, p, _ in at("reserve")]
         self.permit: list[tuple[str, PermitPlugin]] = [(n, p) for n, p, _ in at("permit")]
@@ -237,7 +237,7 @@ class Profile:
     def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
         out: dict[str, list[ClusterEventWithHint]] = {}
         for name, inst in self.instances.items():
-            if isinstance(inst, EnqueueExtensions):
+            if EnqueueExtensions in type(inst).__mro__:
                 try:
                     out[name] = list(inst.events_to_register())
                 except Exception:

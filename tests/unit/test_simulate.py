@@ -27,7 +27,7 @@ def test_resources() -> None:
     assert {pods["default/big-1"]["node"], pods["default/big-2"]["node"]} == {"small-a", "small-b"}
     assert pods["default/too-big"] == {
         "node": None,
-        "reason": "0/2 nodes are available: 2 Insufficient memory.",
+        "reason": "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory.",
     }
     assert pods["default/other-scheduler"]["node"] is None
     assert "default-scheduler" in pods["default/other-scheduler"]["reason"]

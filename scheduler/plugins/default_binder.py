@@ -1,0 +1,36 @@
+"""DefaultBinder: binds through the ClusterClient (pods/binding)
+(defaultbinder/default_binder.go). A 409 means someone else bound the pod."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Self
+
+from scheduler.api.types import NodeName, Pod
+from scheduler.cluster import BindConflict, NotFound
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import BindPlugin
+from scheduler.framework.status import SUCCESS, Code, Status
+
+ALREADY_BOUND: Final = "pod is already bound"
+
+
+class DefaultBinder(BindPlugin):
+    NAME: Final = "DefaultBinder"
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        return cls(handle)
+
+    async def bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        try:
+            await self.handle.client.bind(pod.key, pod.uid, node)
+        except BindConflict as e:
+            return Status(Code.ERROR, (f"{ALREADY_BOUND}: {e}",), self.NAME)
+        except NotFound:
+            return Status(Code.ERROR, (f"pod {pod.key} not found",), self.NAME)
+        return SUCCESS

@@ -1,0 +1,46 @@
+"""SchedulingGates: a pod with spec.schedulingGates does not enter the activeQ
+(schedulinggates/scheduling_gates.go)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Self
+
+from scheduler.api.types import Pod
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    EventResource,
+    PreEnqueuePlugin,
+    QueueingHint,
+)
+from scheduler.framework.status import SUCCESS, Code, Status
+
+
+class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
+    NAME: Final = "SchedulingGates"
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        return cls()
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        if not pod.scheduling_gates:
+            return SUCCESS
+        gates = " ".join(pod.scheduling_gates)
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                      (f"waiting for scheduling gates: [{gates}]",), self.NAME)
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        def gates_removed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            if isinstance(new, Pod) and new.key == pod.key and not new.scheduling_gates:
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+
+        return [ClusterEventWithHint(
+            ClusterEvent(EventResource.UNSCHEDULED_POD,
+                         ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED | ActionType.UPDATE),
+            gates_removed)]
