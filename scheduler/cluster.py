@@ -17,6 +17,11 @@ from typing import Any, Protocol
 from scheduler.api.types import NodeName, PodKey
 
 
+# The start of a bind failure's message when the pod was already bound: the
+# scheduler forgets the pod instead of retrying it.
+ALREADY_BOUND = "pod is already bound"
+
+
 class BindConflict(Exception):
     """The pod is already bound (HTTP 409): someone else scheduled it."""
 

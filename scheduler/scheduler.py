@@ -39,7 +39,7 @@ from scheduler.api.types import (
 )
 from scheduler.cache import Cache
 from scheduler.clock import Clock
-from scheduler.cluster import ClusterClient
+from scheduler.cluster import ALREADY_BOUND, ClusterClient
 from scheduler.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
@@ -63,7 +63,6 @@ log = logging.getLogger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
-ALREADY_BOUND_PREFIX: Final = "pod is already bound"
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -641,7 +640,7 @@ class Scheduler:
         self.cache.forget_pod(pod.key)
         self._emit(
             ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
-        if st.message.startswith(ALREADY_BOUND_PREFIX):
+        if st.message.startswith(ALREADY_BOUND):
             log.info("pod %s was bound by someone else; forgetting it", pod.key)
             self.queue.done(pod.key)
             return

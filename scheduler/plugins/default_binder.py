@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Self
 
+__all__ = ["ALREADY_BOUND", "DefaultBinder"]
+
 from scheduler.api.types import NodeName, Pod
-from scheduler.cluster import BindConflict, NotFound
+from scheduler.cluster import ALREADY_BOUND, BindConflict, NotFound
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import BindPlugin
 from scheduler.framework.status import SUCCESS, Code, Status
 
-ALREADY_BOUND: Final = "pod is already bound"
 
 
 class DefaultBinder(BindPlugin):

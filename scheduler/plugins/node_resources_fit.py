@@ -300,7 +300,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
             wsum += np.where(has, w, 0)
         safe = np.where(wsum > 0, wsum, 1)
         if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            out = np.round(total / safe).astype(np.int64)
+            # Go's math.Round: halves away from zero (numpy rounds halves to even)
+            out = np.floor(total / safe + 0.5).astype(np.int64)
         else:
             out = total // safe
         return np.where(wsum > 0, out, 0)
