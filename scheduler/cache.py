@@ -55,8 +55,9 @@ class _PodState:
 
 
 class Cache:
-    def __init__(self, clock: Clock, isolated: IsolatedCPU | None = None,
-                 assumed_ttl: float = 0.0) -> None:
+    def __init__(
+        self, clock: Clock, isolated: IsolatedCPU | None = None, assumed_ttl: float = 0.0
+    ) -> None:
         self.clock = clock
         self.isolated = isolated or IsolatedCPU()
         self.assumed_ttl = assumed_ttl
@@ -90,7 +91,6 @@ class Cache:
         if node.name in self._nodes:
             self.update_node(node)
             return
-        shape = self._shape()
         row = self.table.allocate_row(node.name)
         self.table.set_node(row, node)
         self._nodes[node.name] = node
@@ -181,8 +181,7 @@ class Cache:
         st = self._pods.get(key)
         if st is not None:
             if st.assumed and st.node != pod.node_name:
-                log.warning("pod %s was assumed on %s but bound to %s", key, st.node,
-                            pod.node_name)
+                log.warning("pod %s was assumed on %s but bound to %s", key, st.node, pod.node_name)
             self._charge(st, -1)
             self._pods[key] = st = _PodState(pod, NodeName(pod.node_name), assumed=False)
         else:
@@ -213,9 +212,11 @@ class Cache:
         if self.assumed_ttl <= 0:
             return []
         now = self.clock.now()
-        expired = [k for k, st in self._pods.items()
-                   if st.assumed and st.binding_finished and st.deadline is not None
-                   and st.deadline <= now]
+        expired = [
+            k
+            for k, st in self._pods.items()
+            if st.assumed and st.binding_finished and st.deadline is not None and st.deadline <= now
+        ]
         for k in expired:
             log.warning("assumed pod %s expired", k)
             st = self._pods.pop(k)
@@ -288,24 +289,28 @@ class Cache:
 
     def update_snapshot(self, snapshot: Snapshot) -> None:
         """Copy into `snapshot` the rows changed since the last call."""
-        if self._snapshot_structure != self._structure_version or snapshot.capacity != \
-                self.table.capacity:
+        if (
+            self._snapshot_structure != self._structure_version
+            or snapshot.capacity != self.table.capacity
+        ):
             snapshot.copy_rows_from(self.table, None)
             self._snapshot_structure = self._structure_version
         elif self._dirty:
-            snapshot.copy_rows_from(self.table, np.fromiter(self._dirty, dtype=np.intp,
-                                                            count=len(self._dirty)))
+            snapshot.copy_rows_from(
+                self.table, np.fromiter(self._dirty, dtype=np.intp, count=len(self._dirty))
+            )
         self._dirty.clear()
 
     def node_usage(self) -> dict[str, dict[str, tuple[int, int]]]:
         t = self.table
         out: dict[str, dict[str, tuple[int, int]]] = {}
         for row in t.valid_rows().tolist():
-            out[t.names[row]] = {r: (int(t.requested[row, c]), int(t.allocatable[row, c]))
-                                 for r, c in t.col.items()}
+            out[t.names[row]] = {
+                r: (int(t.requested[row, c]), int(t.allocatable[row, c])) for r, c in t.col.items()
+            }
         return out
 
-    def recompute_requested(self) -> np.ndarray:  # type: ignore[type-arg]
+    def recompute_requested(self) -> np.ndarray:
         """Requested columns recomputed from every charged pod (tests compare)."""
         t = self.table
         req = np.zeros_like(t.requested)

@@ -40,16 +40,29 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="troupe", description="Troupe, a gang scheduler for Kubernetes")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    parser = argparse.ArgumentParser(
+        prog="troupe", description="Troupe, a gang scheduler for Kubernetes"
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="schedule a cluster described in YAML, no API server")
-    sim.add_argument("files", nargs="+", metavar="FILE", help="YAML files of Nodes, Pods, "
-                     "PriorityClasses and PodGroups")
+    sim.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML files of Nodes, Pods, PriorityClasses and PodGroups",
+    )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    sim.add_argument("--until", type=float, default=None, metavar="SECONDS",
-                     help="stop at this virtual time even if pods could still change")
+    sim.add_argument(
+        "--until",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop at this virtual time even if pods could still change",
+    )
     sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
     sim.set_defaults(func=_simulate)
     ver = sub.add_parser("version", help="print the version")
@@ -60,7 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    level = (
+        logging.WARNING
+        if args.verbose == 0
+        else logging.INFO
+        if args.verbose == 1
+        else logging.DEBUG
+    )
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return int(args.func(args))
 

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from scheduler.api.types import NodeName, PodKey
 
-
 # The start of a bind failure's message when the pod was already bound: the
 # scheduler forgets the pod instead of retrying it.
 ALREADY_BOUND = "pod is already bound"
@@ -43,9 +42,7 @@ class ClusterClient(Protocol):
         self, pod: PodKey, event_type: str, reason: str, message: str
     ) -> None: ...
 
-    async def set_pod_condition(
-        self, pod: PodKey, status: str, reason: str, message: str
-    ) -> None:
+    async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         """Set the PodScheduled condition."""
         ...
 

@@ -110,9 +110,12 @@ def _seq(v: object, path: str) -> list[Any]:
 def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ConfigError(f"{path}: must be an integer, got {v!r}")
-    if lo is not None and v < lo or hi is not None and v > hi:
-        rng = f"between {lo} and {hi}" if lo is not None and hi is not None else (
-            f">= {lo}" if lo is not None else f"<= {hi}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        rng = (
+            f"between {lo} and {hi}"
+            if lo is not None and hi is not None
+            else (f">= {lo}" if lo is not None else f"<= {hi}")
+        )
         raise ConfigError(f"{path}: must be {rng}, got {v}")
     return v
 
@@ -144,8 +147,9 @@ def _implements(cls: type, point: str) -> bool:
 # ---- plugins --------------------------------------------------------------------------
 
 
-def _plugin_set(obj: object, path: str, registry: Mapping[str, type]
-                ) -> tuple[list[tuple[str, int | None, str]], set[str]]:
+def _plugin_set(
+    obj: object, path: str, registry: Mapping[str, type]
+) -> tuple[list[tuple[str, int | None, str]], set[str]]:
     """(enabled [(name, weight, path)], disabled names) of one PluginSet."""
     m = _mapping(obj, path)
     _check_keys(m, ("enabled", "disabled"), path)
@@ -176,14 +180,17 @@ def _plugin_set(obj: object, path: str, registry: Mapping[str, type]
     return enabled, disabled
 
 
-def _expand(plugins: Mapping[str, Any], path: str, registry: Mapping[str, type],
-            defaults: Sequence[PluginSpec]) -> dict[str, list[tuple[str, int]]]:
+def _expand(
+    plugins: Mapping[str, Any],
+    path: str,
+    registry: Mapping[str, type],
+    defaults: Sequence[PluginSpec],
+) -> dict[str, list[tuple[str, int]]]:
     """Per point, the ordered (name, weight) list, as kube-scheduler's multiPoint
     expansion and mergePlugins: defaults (multiPoint) minus disabled, plus
     the profile's multiPoint, then each point's own enabled/disabled."""
     _check_keys(plugins, ("multiPoint", *POINTS), path)
-    mp_enabled, mp_disabled = _plugin_set(plugins.get("multiPoint"), f"{path}.multiPoint",
-                                          registry)
+    mp_enabled, mp_disabled = _plugin_set(plugins.get("multiPoint"), f"{path}.multiPoint", registry)
     multi: list[tuple[str, int | None]] = []
     if "*" not in mp_disabled:
         multi = [(s.name, s.weight) for s in defaults if s.name not in mp_disabled]
@@ -193,10 +200,11 @@ def _expand(plugins: Mapping[str, Any], path: str, registry: Mapping[str, type],
     out: dict[str, list[tuple[str, int]]] = {}
     for point in POINTS:
         enabled, disabled = _plugin_set(plugins.get(point), f"{path}.{point}", registry)
-        base = [] if "*" in disabled else [
-            (n, w) for n, w in multi
-            if n not in disabled and _implements(registry[n], point)
-        ]
+        base = (
+            []
+            if "*" in disabled
+            else [(n, w) for n, w in multi if n not in disabled and _implements(registry[n], point)]
+        )
         explicit = {n for n, _, _ in enabled}
         row = [(n, w or 1) for n, w in base if n not in explicit]
         for name, weight, p in enabled:
@@ -208,15 +216,16 @@ def _expand(plugins: Mapping[str, Any], path: str, registry: Mapping[str, type],
     return out
 
 
-def _profile(obj: object, i: int, registry: Mapping[str, type],
-             defaults: Sequence[PluginSpec]) -> ProfileConfig:
+def _profile(
+    obj: object, i: int, registry: Mapping[str, type], defaults: Sequence[PluginSpec]
+) -> ProfileConfig:
     path = f"profiles[{i}]"
     m = _mapping(obj, path)
-    _check_keys(m, ("schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"),
-                path)
+    _check_keys(m, ("schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"), path)
     name = _str(m.get("schedulerName", DEFAULT_SCHEDULER_NAME), f"{path}.schedulerName")
-    per_point = _expand(_mapping(m.get("plugins"), f"{path}.plugins"), f"{path}.plugins",
-                        registry, defaults)
+    per_point = _expand(
+        _mapping(m.get("plugins"), f"{path}.plugins"), f"{path}.plugins", registry, defaults
+    )
     args: dict[str, tuple[Mapping[str, Any], str]] = {}
     for j, pc in enumerate(_seq(m.get("pluginConfig"), f"{path}.pluginConfig")):
         p = f"{path}.pluginConfig[{j}]"
@@ -232,14 +241,15 @@ def _profile(obj: object, i: int, registry: Mapping[str, type],
     percentage = None if pct is None else _int(pct, f"{path}.percentageOfNodesToScore", 0, 100)
     plugins = {
         point: tuple(
-            PluginSpec(n, w, args.get(n, ({}, ""))[0], args.get(n, ({}, ""))[1])
-            for n, w in row
+            PluginSpec(n, w, args.get(n, ({}, ""))[0], args.get(n, ({}, ""))[1]) for n, w in row
         )
         for point, row in per_point.items()
     }
     if len(plugins["queueSort"]) != 1:
-        raise ConfigError(f"{path}.plugins.queueSort: exactly one queueSort plugin must be "
-                          f"enabled, got {len(plugins['queueSort'])}")
+        raise ConfigError(
+            f"{path}.plugins.queueSort: exactly one queueSort plugin must be "
+            f"enabled, got {len(plugins['queueSort'])}"
+        )
     if not plugins["bind"]:
         raise ConfigError(f"{path}.plugins.bind: at least one bind plugin must be enabled")
     return ProfileConfig(name, plugins, percentage)
@@ -248,12 +258,24 @@ def _profile(obj: object, i: int, registry: Mapping[str, type],
 def _troupe(obj: object) -> TroupeSettings:
     path = "troupe"
     m = _mapping(obj, path)
-    _check_keys(m, ("fifoFallback", "unschedulableFlushSeconds", "assumedPodTTLSeconds", "seed",
-                    "gangGroupCycle", "podGroupStatusCoalesceSeconds", "metricsPort"), path)
+    _check_keys(
+        m,
+        (
+            "fifoFallback",
+            "unschedulableFlushSeconds",
+            "assumedPodTTLSeconds",
+            "seed",
+            "gangGroupCycle",
+            "podGroupStatusCoalesceSeconds",
+            "metricsPort",
+        ),
+        path,
+    )
     d = TroupeSettings()
     f = _mapping(m.get("fifoFallback"), f"{path}.fifoFallback")
-    _check_keys(f, ("enabled", "minQueueLength", "failureStreak", "durationSeconds"),
-                f"{path}.fifoFallback")
+    _check_keys(
+        f, ("enabled", "minQueueLength", "failureStreak", "durationSeconds"), f"{path}.fifoFallback"
+    )
 
     def get(obj: Mapping[str, Any], key: str, default: Any, conv: Any, p: str) -> Any:
         return default if obj.get(key) is None else conv(obj[key], f"{p}.{key}")
@@ -261,35 +283,59 @@ def _troupe(obj: object) -> TroupeSettings:
     fp = f"{path}.fifoFallback"
     return TroupeSettings(
         fifo_enabled=get(f, "enabled", d.fifo_enabled, _bool, fp),
-        fifo_min_queue_length=get(f, "minQueueLength", d.fifo_min_queue_length,
-                                  lambda v, p: _int(v, p, 0), fp),
-        fifo_failure_streak=get(f, "failureStreak", d.fifo_failure_streak,
-                                lambda v, p: _int(v, p, 1), fp),
-        fifo_duration_seconds=get(f, "durationSeconds", d.fifo_duration_seconds,
-                                  lambda v, p: _num(v, p, 0.0), fp),
-        unschedulable_flush_seconds=get(m, "unschedulableFlushSeconds",
-                                        d.unschedulable_flush_seconds,
-                                        lambda v, p: _num(v, p, 1.0), path),
-        assumed_pod_ttl_seconds=get(m, "assumedPodTTLSeconds", d.assumed_pod_ttl_seconds,
-                                    lambda v, p: _num(v, p, 0.0), path),
+        fifo_min_queue_length=get(
+            f, "minQueueLength", d.fifo_min_queue_length, lambda v, p: _int(v, p, 0), fp
+        ),
+        fifo_failure_streak=get(
+            f, "failureStreak", d.fifo_failure_streak, lambda v, p: _int(v, p, 1), fp
+        ),
+        fifo_duration_seconds=get(
+            f, "durationSeconds", d.fifo_duration_seconds, lambda v, p: _num(v, p, 0.0), fp
+        ),
+        unschedulable_flush_seconds=get(
+            m,
+            "unschedulableFlushSeconds",
+            d.unschedulable_flush_seconds,
+            lambda v, p: _num(v, p, 1.0),
+            path,
+        ),
+        assumed_pod_ttl_seconds=get(
+            m, "assumedPodTTLSeconds", d.assumed_pod_ttl_seconds, lambda v, p: _num(v, p, 0.0), path
+        ),
         seed=get(m, "seed", d.seed, _int, path),
         group_cycle=get(m, "gangGroupCycle", d.group_cycle, _bool, path),
-        podgroup_status_coalesce_seconds=get(m, "podGroupStatusCoalesceSeconds",
-                                             d.podgroup_status_coalesce_seconds,
-                                             lambda v, p: _num(v, p, 0.0), path),
-        metrics_port=get(m, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535),
-                         path),
+        podgroup_status_coalesce_seconds=get(
+            m,
+            "podGroupStatusCoalesceSeconds",
+            d.podgroup_status_coalesce_seconds,
+            lambda v, p: _num(v, p, 0.0),
+            path,
+        ),
+        metrics_port=get(m, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535), path),
     )
 
 
-TOP_LEVEL: Final = ("apiVersion", "kind", "profiles", "percentageOfNodesToScore",
-                    "podInitialBackoffSeconds", "podMaxBackoffSeconds", "parallelism",
-                    "leaderElection", "clientConnection", "extenders",
-                    "delayCacheUntilActive", "troupe")
+TOP_LEVEL: Final = (
+    "apiVersion",
+    "kind",
+    "profiles",
+    "percentageOfNodesToScore",
+    "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds",
+    "parallelism",
+    "leaderElection",
+    "clientConnection",
+    "extenders",
+    "delayCacheUntilActive",
+    "troupe",
+)
 
 
-def parse_config(obj: object, registry: Mapping[str, type],
-                 multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT) -> SchedulerConfig:
+def parse_config(
+    obj: object,
+    registry: Mapping[str, type],
+    multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT,
+) -> SchedulerConfig:
     m = _mapping(obj, "configuration")
     _check_keys(m, TOP_LEVEL, "")
     if m.get("apiVersion", API_VERSION) != API_VERSION:
@@ -307,8 +353,10 @@ def parse_config(obj: object, registry: Mapping[str, type],
         names.add(p.scheduler_name)
     sorts = {p.plugins["queueSort"][0].name for p in profiles}
     if len(sorts) > 1:
-        raise ConfigError("profiles: all profiles must use the same queueSort plugin, got "
-                          + ", ".join(sorted(sorts)))
+        raise ConfigError(
+            "profiles: all profiles must use the same queueSort plugin, got "
+            + ", ".join(sorted(sorts))
+        )
     pct = m.get("percentageOfNodesToScore")
     percentage = 0 if pct is None else _int(pct, "percentageOfNodesToScore", 0, 100)
     init_b = m.get("podInitialBackoffSeconds")
@@ -316,18 +364,24 @@ def parse_config(obj: object, registry: Mapping[str, type],
     max_b = m.get("podMaxBackoffSeconds")
     maximum = 10.0 if max_b is None else float(_int(max_b, "podMaxBackoffSeconds", 1))
     if maximum < initial:
-        raise ConfigError("podMaxBackoffSeconds: must be greater than or equal to "
-                          f"podInitialBackoffSeconds ({initial:g}), got {maximum:g}")
+        raise ConfigError(
+            "podMaxBackoffSeconds: must be greater than or equal to "
+            f"podInitialBackoffSeconds ({initial:g}), got {maximum:g}"
+        )
     return SchedulerConfig(profiles, percentage, initial, maximum, _troupe(m.get("troupe")))
 
 
-def default_config(registry: Mapping[str, type],
-                   multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT) -> SchedulerConfig:
+def default_config(
+    registry: Mapping[str, type], multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT
+) -> SchedulerConfig:
     return parse_config({}, registry, multi_point)
 
 
-def load_config(path: str | None, registry: Mapping[str, type],
-                multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT) -> SchedulerConfig:
+def load_config(
+    path: str | None,
+    registry: Mapping[str, type],
+    multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT,
+) -> SchedulerConfig:
     if path is None:
         return default_config(registry, multi_point)
     try:

@@ -127,8 +127,13 @@ class SchedulingQueue:
 
     def statistics(self) -> QueueStats:
         gated = sum(1 for q in self._unschedulable.values() if q.gated)
-        return QueueStats(len(self._active), len(self._backoff),
-                          len(self._unschedulable) - gated, gated, self.fifo_active)
+        return QueueStats(
+            len(self._active),
+            len(self._backoff),
+            len(self._unschedulable) - gated,
+            gated,
+            self.fifo_active,
+        )
 
     def pending_pods(self) -> list[tuple[QueuedPodInfo, str]]:
         out = []
@@ -297,11 +302,20 @@ class SchedulingQueue:
             return
         self._streak += 1
         f = self.fifo
-        if (f.enabled and self._fifo_until is None and self._streak >= f.failure_streak
-                and len(self._active) >= f.min_queue_length):
+        if (
+            f.enabled
+            and self._fifo_until is None
+            and self._streak >= f.failure_streak
+            and len(self._active) >= f.min_queue_length
+        ):
             self._fifo_until = self.clock.now() + f.duration_seconds
-            log.info("activeQ backed up (%d pods, %d failures in a row): popping in arrival "
-                     "order for %gs", len(self._active), self._streak, f.duration_seconds)
+            log.info(
+                "activeQ backed up (%d pods, %d failures in a row): popping in arrival "
+                "order for %gs",
+                len(self._active),
+                self._streak,
+                f.duration_seconds,
+            )
 
     def done(self, key: str) -> None:
         """The pod's scheduling (and binding) attempt is over."""
@@ -346,8 +360,11 @@ class SchedulingQueue:
         waits for something the plugin itself must announce.
         """
         event, old, new = ev
-        plugins = (frozenset({qpi.gating_plugin}) if qpi.gated
-                   else qpi.unschedulable_plugins | qpi.pending_plugins)
+        plugins = (
+            frozenset({qpi.gating_plugin})
+            if qpi.gated
+            else qpi.unschedulable_plugins | qpi.pending_plugins
+        )
         for name in plugins:
             registered = self.hints.get(name)
             if registered is None:
@@ -367,8 +384,13 @@ class SchedulingQueue:
                     return True
         return False
 
-    def move_on_event(self, event: ClusterEvent, old: Any, new: Any,
-                      pre_check: Callable[[Pod], bool] | None = None) -> int:
+    def move_on_event(
+        self,
+        event: ClusterEvent,
+        old: Any,
+        new: Any,
+        pre_check: Callable[[Pod], bool] | None = None,
+    ) -> int:
         """Move the pods this event may help; returns how many moved."""
         for key, events in self._in_flight.items():
             if events is not None:

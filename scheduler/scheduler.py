@@ -19,6 +19,7 @@ histogram sorted as strings, as kube-scheduler's FitError does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Coroutine, Iterable, Mapping
@@ -77,8 +78,12 @@ def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
     return max(num, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def fit_error_message(num_all_nodes: int, counts: Mapping[str, int], pre_filter_msg: str = "",
-                      post_filter_msg: str = "") -> str:
+def fit_error_message(
+    num_all_nodes: int,
+    counts: Mapping[str, int],
+    pre_filter_msg: str = "",
+    post_filter_msg: str = "",
+) -> str:
     """kube-scheduler's FitError.Error()."""
     msg = f"0/{num_all_nodes} nodes are available:"
     if pre_filter_msg:
@@ -292,9 +297,7 @@ class Scheduler:
             self.cache.add_pod(pod)
             self.last_failure.pop(key, None)
             if old is None:
-                self._emit(
-                    ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod
-                )
+                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
         else:
             self.cache.update_pod(old, pod)
             action = _pod_update_action(old, pod)
@@ -314,9 +317,7 @@ class Scheduler:
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.DELETE), pod, None)
         elif not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
-            self._emit(
-                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None
-            )
+            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None)
             self._notify()
 
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
@@ -376,15 +377,27 @@ class Scheduler:
     def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
         self._failed += 1
         if isinstance(result, FitError):
-            self._handle_failure(profile, qpi, result.message, result.code,
-                                 result.unschedulable_plugins, result.pending_plugins)
+            self._handle_failure(
+                profile,
+                qpi,
+                result.message,
+                result.code,
+                result.unschedulable_plugins,
+                result.pending_plugins,
+            )
         else:
-            self._handle_failure(profile, qpi, result.message, result.code,
-                                 frozenset({result.plugin}) if result.plugin else frozenset(),
-                                 frozenset())
+            self._handle_failure(
+                profile,
+                qpi,
+                result.message,
+                result.code,
+                frozenset({result.plugin}) if result.plugin else frozenset(),
+                frozenset(),
+            )
 
-    def _commit(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
-                node: NodeName) -> bool:
+    def _commit(
+        self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
+    ) -> bool:
         """Assume the pod on `node`, run Reserve and Permit, start its binding cycle."""
         pod = qpi.pod
         self.cache.assume_pod(pod, node)
@@ -407,7 +420,9 @@ class Scheduler:
 
     def _group_admitted(self, group: GroupKey, min_member: int) -> bool:
         """Whether minMember of the group are already bound or assumed (placed)."""
-        placed = sum(1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None)
+        placed = sum(
+            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
+        )
         return placed >= min_member
 
     def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
@@ -421,12 +436,16 @@ class Scheduler:
         assert group is not None
         t0 = self.clock.now()
         members = [first]
-        others = [p.key for p in self.cache.pods_in_group(group)
-                  if p.key != first.pod.key and p.key in self.queue]
+        others = [
+            p.key
+            for p in self.cache.pods_in_group(group)
+            if p.key != first.pod.key and p.key in self.queue
+        ]
         members.extend(self.queue.take(others))
         members.sort(key=profile.sort_key)
         placed_before = sum(
-            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None)
+            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
+        )
         snap = self.snapshot
         placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
         failures: list[tuple[QueuedPodInfo, FitError | Status]] = []
@@ -453,13 +472,19 @@ class Scheduler:
                 self._commit(profile, state, qpi, node)
             for qpi, result in failures:
                 self._fail(profile, qpi, result)
-            log.info("gang %s admitted: %d pods placed in %.3fs", group, len(placements),
-                     self.clock.now() - t0)
+            log.info(
+                "gang %s admitted: %d pods placed in %.3fs",
+                group,
+                len(placements),
+                self.clock.now() - t0,
+            )
             return
         self.group_failures += 1
         why = failures[0][1].message if failures else "not enough member pods are pending"
-        message = (f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
-                   f"{min_member} pods fit; {why}")
+        message = (
+            f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
+            f"{min_member} pods fit; {why}"
+        )
         plugins: set[str] = {"Coscheduling"}
         for _, result in failures:
             if isinstance(result, FitError):
@@ -468,11 +493,13 @@ class Scheduler:
                 plugins.add(result.plugin)
         for qpi in members:
             self._failed += 1
-            self._handle_failure(profile, qpi, message, Code.UNSCHEDULABLE,
-                                 frozenset(plugins), frozenset())
+            self._handle_failure(
+                profile, qpi, message, Code.UNSCHEDULABLE, frozenset(plugins), frozenset()
+            )
 
-    def _schedule_pod(self, profile: Profile, state: CycleState, pod: Pod,
-                      post_filter: bool = True) -> ScheduleResult | FitError | Status:
+    def _schedule_pod(
+        self, profile: Profile, state: CycleState, pod: Pod, post_filter: bool = True
+    ) -> ScheduleResult | FitError | Status:
         snap = self.snapshot
         n_all = snap.num_nodes
         if n_all == 0:
@@ -495,8 +522,11 @@ class Scheduler:
                 sorted(snap.row_of[n] for n in pre.node_names if n in snap.row_of), dtype=np.intp
             )
             absent = n_all - len(rows)
-            absent_reason = "node(s) didn't satisfy plugin(s) [" + ", ".join(
-                sorted(n for n, _ in profile.pre_filter)) + "]"
+            absent_reason = (
+                "node(s) didn't satisfy plugin(s) ["
+                + ", ".join(sorted(n for n, _ in profile.pre_filter))
+                + "]"
+            )
         else:
             rows = all_rows
         percentage = profile.percentage_of_nodes_to_score
@@ -547,7 +577,7 @@ class Scheduler:
         outcomes: list[FilterOutcome] = []
         pos = 0
         while pos < n and n_found < to_find:
-            part = ordered[pos:pos + chunk]
+            part = ordered[pos : pos + chunk]
             out = profile.run_filters(state, pod, self.snapshot, part)
             if isinstance(out, Status):
                 return out, 0, outcomes
@@ -564,13 +594,23 @@ class Scheduler:
             found.append(part[ok])
             n_found += len(ok)
             pos += len(part)
-        feasible = found[0] if len(found) == 1 else (
-            np.concatenate(found) if found else np.empty(0, dtype=np.intp))
+        feasible = (
+            found[0]
+            if len(found) == 1
+            else (np.concatenate(found) if found else np.empty(0, dtype=np.intp))
+        )
         return feasible, pos, outcomes
 
-    def _post_filter(self, profile: Profile, state: CycleState, pod: Pod, n_all: int,
-                     counts: Mapping[str, int], fe: FitError,
-                     outcomes: Iterable[FilterOutcome] = ()) -> FitError:
+    def _post_filter(
+        self,
+        profile: Profile,
+        state: CycleState,
+        pod: Pod,
+        n_all: int,
+        counts: Mapping[str, int],
+        fe: FitError,
+        outcomes: Iterable[FilterOutcome] = (),
+    ) -> FitError:
         if not profile.post_filter:
             return fe
         statuses: dict[str, Status] = {}
@@ -580,11 +620,22 @@ class Scheduler:
         if st.is_success or not st.message:
             return fe
         pending = fe.pending_plugins | ({st.plugin} if st.code is Code.PENDING else set())
-        return FitError(fe.message + f" {st.message}.", fe.unschedulable_plugins | {st.plugin},
-                        frozenset(pending), fe.code)
+        return FitError(
+            fe.message + f" {st.message}.",
+            fe.unschedulable_plugins | {st.plugin},
+            frozenset(pending),
+            fe.code,
+        )
 
-    def _handle_failure(self, profile: Profile, qpi: QueuedPodInfo, message: str, code: Code,
-                        plugins: frozenset[str], pending: frozenset[str]) -> None:
+    def _handle_failure(
+        self,
+        profile: Profile,
+        qpi: QueuedPodInfo,
+        message: str,
+        code: Code,
+        plugins: frozenset[str],
+        pending: frozenset[str],
+    ) -> None:
         self.queue.record_attempt(False)
         pod = qpi.pod
         qpi.message = message
@@ -608,8 +659,9 @@ class Scheduler:
 
     # ---- the binding cycle ---------------------------------------------------------
 
-    async def _binding_cycle(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
-                             node: NodeName) -> None:
+    async def _binding_cycle(
+        self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
+    ) -> None:
         pod = qpi.pod
         st = await profile.wait_on_permit(pod)
         if st.is_success:
@@ -625,21 +677,23 @@ class Scheduler:
         self.queue.done(pod.key)
         try:
             await self.client.record_event(
-                pod.key, "Normal", "Scheduled",
+                pod.key,
+                "Normal",
+                "Scheduled",
                 f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
             )
         except Exception:
             log.exception("could not record the Scheduled event of %s", pod.key)
         await profile.run_post_bind(state, pod, node)
 
-    def _binding_failed(self, profile: Profile, state: CycleState, qpi: QueuedPodInfo,
-                        node: NodeName, st: Status) -> None:
+    def _binding_failed(
+        self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName, st: Status
+    ) -> None:
         pod = qpi.pod
         self._bind_failures += 1
         profile.run_unreserve(state, pod, node)
         self.cache.forget_pod(pod.key)
-        self._emit(
-            ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
         if st.message.startswith(ALREADY_BOUND):
             log.info("pod %s was bound by someone else; forgetting it", pod.key)
             self.queue.done(pod.key)
@@ -647,8 +701,14 @@ class Scheduler:
         if self.cache.known_pod(pod.key) is None:
             self.queue.done(pod.key)
             return  # deleted meanwhile
-        self._handle_failure(profile, qpi, st.message or "binding rejected", st.code,
-                             frozenset({st.plugin}) if st.plugin else frozenset(), frozenset())
+        self._handle_failure(
+            profile,
+            qpi,
+            st.message or "binding rejected",
+            st.code,
+            frozenset({st.plugin}) if st.plugin else frozenset(),
+            frozenset(),
+        )
         self._notify()
 
     # ---- running -------------------------------------------------------------------
@@ -690,10 +750,8 @@ class Scheduler:
             self._wakeup.clear()
             nxt = self.queue.next_wakeup()
             timeout = 1.0 if nxt is None else max(0.0, min(1.0, nxt - self.clock.now()))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
 
     async def shutdown(self) -> None:
         for wp in self.waiting_pods:
@@ -702,8 +760,9 @@ class Scheduler:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def statistics(self) -> SchedulerStats:
-        return SchedulerStats(self.cycle, self._scheduled, self._failed, self._bind_failures,
-                              len(self._tasks))
+        return SchedulerStats(
+            self.cycle, self._scheduled, self._failed, self._bind_failures, len(self._tasks)
+        )
 
 
 def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:
@@ -722,7 +781,7 @@ def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:
 
 
 def _node_update_action(old: Node, new: Node) -> ActionType:
-    """Which scheduling-relevant properties changed (kube-scheduler's nodeSchedulingPropertiesChange)."""
+    """Which scheduling properties changed (kube-scheduler's nodeSchedulingPropertiesChange)."""
     action = ActionType(0)
     if old.allocatable != new.allocatable:
         action |= ActionType.UPDATE_NODE_ALLOCATABLE

@@ -70,8 +70,10 @@ def _flatten(doc: object, where: str) -> Iterable[dict[str, Any]]:
     if kind not in KINDS:
         return  # other kinds (Deployments, Services...) are not simulated
     if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
-        raise InputError(f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
-                         "scheduling.x-k8s.io/v1alpha1 or scheduling.sigs.k8s.io/v1alpha1")
+        raise InputError(
+            f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
+            "scheduling.x-k8s.io/v1alpha1 or scheduling.sigs.k8s.io/v1alpha1"
+        )
     yield doc
 
 
@@ -214,8 +216,11 @@ class Simulation:
                     reason = bad.message
                 else:
                     qpi = s.queue.get(k)
-                    name = spec.get("schedulerName", "default-scheduler") if isinstance(
-                        spec, dict) else "default-scheduler"
+                    name = (
+                        spec.get("schedulerName", "default-scheduler")
+                        if isinstance(spec, dict)
+                        else "default-scheduler"
+                    )
                     if name not in s.profiles:
                         reason = f'not scheduled by Troupe: spec.schedulerName is "{name}"'
                     elif qpi is not None and qpi.message:
@@ -242,13 +247,16 @@ class Simulation:
             nodes=node_usage(s.snapshot, milli),
             virtual_seconds=self.clock.now(),
             cycles=s.cycle,
-            events=[{"pod": e.pod, "type": e.type, "reason": e.reason, "message": e.message}
-                    for e in self.cluster.events],
+            events=[
+                {"pod": e.pod, "type": e.type, "reason": e.reason, "message": e.message}
+                for e in self.cluster.events
+            ],
         )
 
 
-def simulate(objects: Sequence[Mapping[str, Any]], config: SchedulerConfig,
-             until: float | None = None) -> SimulationResult:
+def simulate(
+    objects: Sequence[Mapping[str, Any]], config: SchedulerConfig, until: float | None = None
+) -> SimulationResult:
     return asyncio.run(Simulation(objects, config).run(until))
 
 

@@ -159,7 +159,7 @@ class NodeTable:
             return
         cap = max(need, self.capacity * 2)
 
-        def grow(a: np.ndarray, fill: object = 0) -> np.ndarray:  # type: ignore[type-arg]
+        def grow(a: np.ndarray, fill: object = 0) -> np.ndarray:
             shape = (cap, *a.shape[1:])
             b = np.full(shape, fill, dtype=a.dtype)
             b[: a.shape[0]] = a

@@ -23,8 +23,13 @@ class PodBuilder:
         self._o: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                         "labels": {}, "annotations": {}},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{namespace}-{name}",
+                "labels": {},
+                "annotations": {},
+            },
             "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "c", "image": "busybox"}]},
             "status": {"phase": "Pending"},
         }
@@ -49,14 +54,18 @@ class PodBuilder:
     def container(self, image: str = "busybox", **requests: str | int) -> PodBuilder:
         c: dict[str, Any] = {"name": f"c{len(self._spec['containers'])}", "image": image}
         if requests:
-            c["resources"] = {"requests": {k.replace("_", "-"): str(v) for k, v in requests.items()}}
+            c["resources"] = {
+                "requests": {k.replace("_", "-"): str(v) for k, v in requests.items()}
+            }
         self._spec["containers"].append(c)
         return self
 
     def init_container(self, sidecar: bool = False, **requests: str | int) -> PodBuilder:
         c: dict[str, Any] = {"name": f"i{len(self._spec.get('initContainers', []))}", "image": "x"}
         if requests:
-            c["resources"] = {"requests": {k.replace("_", "-"): str(v) for k, v in requests.items()}}
+            c["resources"] = {
+                "requests": {k.replace("_", "-"): str(v) for k, v in requests.items()}
+            }
         if sidecar:
             c["restartPolicy"] = "Always"
         self._spec.setdefault("initContainers", []).append(c)
@@ -127,8 +136,9 @@ class PodBuilder:
         )
         return self
 
-    def toleration(self, key: str = "", value: str = "", effect: str = "",
-                   operator: str = "Equal") -> PodBuilder:
+    def toleration(
+        self, key: str = "", value: str = "", effect: str = "", operator: str = "Equal"
+    ) -> PodBuilder:
         t: dict[str, Any] = {"key": key, "operator": operator}
         if value:
             t["value"] = value
@@ -166,11 +176,16 @@ class NodeBuilder:
         self._o: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "uid": f"uid-node-{name}", "labels": {
-                "kubernetes.io/hostname": name}},
+            "metadata": {
+                "name": name,
+                "uid": f"uid-node-{name}",
+                "labels": {"kubernetes.io/hostname": name},
+            },
             "spec": {},
-            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                       "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            },
         }
 
     def capacity(self, **resources: str | int) -> NodeBuilder:
@@ -204,7 +219,9 @@ class NodeBuilder:
         return self
 
     def image(self, name: str, size_bytes: int) -> NodeBuilder:
-        self._o["status"].setdefault("images", []).append({"names": [name], "sizeBytes": size_bytes})
+        self._o["status"].setdefault("images", []).append(
+            {"names": [name], "sizeBytes": size_bytes}
+        )
         return self
 
     def obj(self) -> dict[str, Any]:

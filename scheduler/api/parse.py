@@ -134,8 +134,9 @@ def parse_timestamp(v: object, field: str) -> float:
     return dt.timestamp() if dt.tzinfo else float(timegm(dt.timetuple())) + dt.microsecond / 1e6
 
 
-def resource_list(obj: Mapping[str, Any], key: str, path: str,
-                  milli: frozenset[str] = MILLI_RESOURCES) -> dict[str, int]:
+def resource_list(
+    obj: Mapping[str, Any], key: str, path: str, milli: frozenset[str] = MILLI_RESOURCES
+) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, raw in _map(obj, key, path).items():
         q = parse_quantity(raw, f"{path}{key}.{name}")
@@ -148,13 +149,16 @@ def resource_list(obj: Mapping[str, Any], key: str, path: str,
 # ---- selectors ---------------------------------------------------------------------
 
 
-_LABEL_OPS = {op.value: op for op in (SelectorOp.IN, SelectorOp.NOT_IN, SelectorOp.EXISTS,
-                                      SelectorOp.DOES_NOT_EXIST)}
+_LABEL_OPS = {
+    op.value: op
+    for op in (SelectorOp.IN, SelectorOp.NOT_IN, SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST)
+}
 _NODE_OPS = {op.value: op for op in SelectorOp}
 
 
-def _requirement(item: Mapping[str, Any], path: str, ops: Mapping[str, SelectorOp],
-                 fields: bool = False) -> Requirement:
+def _requirement(
+    item: Mapping[str, Any], path: str, ops: Mapping[str, SelectorOp], fields: bool = False
+) -> Requirement:
     key = _str(item, "key", path)
     if not key:
         raise ParseError(f"{path}key", "must be specified")
@@ -168,12 +172,14 @@ def _requirement(item: Mapping[str, Any], path: str, ops: Mapping[str, SelectorO
     if op in (SelectorOp.IN, SelectorOp.NOT_IN) and not values:
         raise ParseError(f"{path}values", "must be specified when `operator` is 'In' or 'NotIn'")
     if op in (SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST) and values:
-        raise ParseError(f"{path}values",
-                         "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+        raise ParseError(
+            f"{path}values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
+        )
     if op in (SelectorOp.GT, SelectorOp.LT):
         if len(values) != 1:
-            raise ParseError(f"{path}values", "must be specified single value when `operator` "
-                             "is 'Lt' or 'Gt'")
+            raise ParseError(
+                f"{path}values", "must be specified single value when `operator` is 'Lt' or 'Gt'"
+            )
         try:
             int(values[0])
         except ValueError:
@@ -187,8 +193,9 @@ def parse_label_selector(obj: object, path: str) -> LabelSelector | None:
         return None
     if not isinstance(obj, Mapping):
         raise ParseError(path.rstrip("."), "must be an object")
-    reqs = [Requirement(k, SelectorOp.IN, (v,))
-            for k, v in _str_map(obj, "matchLabels", path).items()]
+    reqs = [
+        Requirement(k, SelectorOp.IN, (v,)) for k, v in _str_map(obj, "matchLabels", path).items()
+    ]
     for p, item in _objs(obj, "matchExpressions", path):
         reqs.append(_requirement(item, p, _LABEL_OPS))
     return LabelSelector(tuple(reqs))
@@ -196,8 +203,9 @@ def parse_label_selector(obj: object, path: str) -> LabelSelector | None:
 
 def _node_selector_term(item: Mapping[str, Any], path: str) -> NodeSelectorTerm:
     exprs = tuple(_requirement(x, p, _NODE_OPS) for p, x in _objs(item, "matchExpressions", path))
-    fields = tuple(_requirement(x, p, _NODE_OPS, fields=True)
-                   for p, x in _objs(item, "matchFields", path))
+    fields = tuple(
+        _requirement(x, p, _NODE_OPS, fields=True) for p, x in _objs(item, "matchFields", path)
+    )
     return NodeSelectorTerm(exprs, fields)
 
 
@@ -206,19 +214,24 @@ def parse_node_selector(obj: object, path: str) -> NodeSelector | None:
         return None
     if not isinstance(obj, Mapping):
         raise ParseError(path.rstrip("."), "must be an object")
-    return NodeSelector(tuple(_node_selector_term(x, p)
-                              for p, x in _objs(obj, "nodeSelectorTerms", path)))
+    return NodeSelector(
+        tuple(_node_selector_term(x, p) for p, x in _objs(obj, "nodeSelectorTerms", path))
+    )
 
 
-def parse_preferred_terms(items: list[tuple[str, Mapping[str, Any]]]
-                          ) -> tuple[PreferredSchedulingTerm, ...]:
+def parse_preferred_terms(
+    items: list[tuple[str, Mapping[str, Any]]],
+) -> tuple[PreferredSchedulingTerm, ...]:
     out = []
     for p, item in items:
         w = _int(item, "weight", p, 0) or 0
         if not 1 <= w <= 100:
             raise ParseError(f"{p}weight", "must be in the range 1-100")
-        out.append(PreferredSchedulingTerm(w, _node_selector_term(_map(item, "preference", p),
-                                                                  f"{p}preference.")))
+        out.append(
+            PreferredSchedulingTerm(
+                w, _node_selector_term(_map(item, "preference", p), f"{p}preference.")
+            )
+        )
     return tuple(out)
 
 
@@ -230,8 +243,9 @@ def _pod_affinity_term(item: Mapping[str, Any], path: str) -> PodAffinityTerm:
         label_selector=parse_label_selector(item.get("labelSelector"), f"{path}labelSelector."),
         topology_key=tk,
         namespaces=tuple(str(x) for x in _list(item, "namespaces", path)),
-        namespace_selector=parse_label_selector(item.get("namespaceSelector"),
-                                                f"{path}namespaceSelector."),
+        namespace_selector=parse_label_selector(
+            item.get("namespaceSelector"), f"{path}namespaceSelector."
+        ),
         match_label_keys=tuple(str(x) for x in _list(item, "matchLabelKeys", path)),
         mismatch_label_keys=tuple(str(x) for x in _list(item, "mismatchLabelKeys", path)),
     )
@@ -244,15 +258,20 @@ def _pod_affinity(obj: Mapping[str, Any], key: str, path: str) -> PodAffinity | 
     if not isinstance(a, Mapping):
         raise ParseError(f"{path}{key}", "must be an object")
     p = f"{path}{key}."
-    req = tuple(_pod_affinity_term(x, q) for q, x in
-                _objs(a, "requiredDuringSchedulingIgnoredDuringExecution", p))
+    req = tuple(
+        _pod_affinity_term(x, q)
+        for q, x in _objs(a, "requiredDuringSchedulingIgnoredDuringExecution", p)
+    )
     pref = []
     for q, x in _objs(a, "preferredDuringSchedulingIgnoredDuringExecution", p):
         w = _int(x, "weight", q, 0) or 0
         if not 1 <= w <= 100:
             raise ParseError(f"{q}weight", "must be in the range 1-100")
-        pref.append(WeightedPodAffinityTerm(w, _pod_affinity_term(
-            _map(x, "podAffinityTerm", q), f"{q}podAffinityTerm.")))
+        pref.append(
+            WeightedPodAffinityTerm(
+                w, _pod_affinity_term(_map(x, "podAffinityTerm", q), f"{q}podAffinityTerm.")
+            )
+        )
     return PodAffinity(req, tuple(pref))
 
 
@@ -275,9 +294,13 @@ def _spread(item: Mapping[str, Any], path: str) -> TopologySpreadConstraint:
         if v not in ("Honor", "Ignore"):
             raise ParseError(f"{path}{name}", f'unsupported value: "{v}"')
     return TopologySpreadConstraint(
-        max_skew=max_skew, topology_key=tk, when_unsatisfiable=wu,
+        max_skew=max_skew,
+        topology_key=tk,
+        when_unsatisfiable=wu,
         label_selector=parse_label_selector(item.get("labelSelector"), f"{path}labelSelector."),
-        min_domains=min_domains, node_affinity_policy=nap, node_taints_policy=ntp,
+        min_domains=min_domains,
+        node_affinity_policy=nap,
+        node_taints_policy=ntp,
         match_label_keys=tuple(str(x) for x in _list(item, "matchLabelKeys", path)),
     )
 
@@ -290,8 +313,11 @@ def _taint(item: Mapping[str, Any], path: str) -> Taint:
     try:
         effect = TaintEffect(eff)
     except ValueError:
-        raise ParseError(f"{path}effect", f'unsupported value: "{eff}": supported values: '
-                         '"NoExecute", "NoSchedule", "PreferNoSchedule"') from None
+        raise ParseError(
+            f"{path}effect",
+            f'unsupported value: "{eff}": supported values: '
+            '"NoExecute", "NoSchedule", "PreferNoSchedule"',
+        ) from None
     return Taint(key, _str(item, "value", path), effect)
 
 
@@ -306,8 +332,13 @@ def _toleration(item: Mapping[str, Any], path: str) -> Toleration:
         eff = TaintEffect(eff_s) if eff_s else None
     except ValueError:
         raise ParseError(f"{path}effect", f'unsupported value: "{eff_s}"') from None
-    return Toleration(_str(item, "key", path), op, _str(item, "value", path), eff,
-                      _int(item, "tolerationSeconds", path))
+    return Toleration(
+        _str(item, "key", path),
+        op,
+        _str(item, "value", path),
+        eff,
+        _int(item, "tolerationSeconds", path),
+    )
 
 
 def _normalize_image(name: str) -> str:
@@ -347,9 +378,11 @@ def _nonzero(req: Mapping[str, int]) -> dict[str, int]:
     }
 
 
-def pod_requests(spec: Mapping[str, Any], milli: frozenset[str] = MILLI_RESOURCES,
-                 transform: Callable[[dict[str, int]], dict[str, int]] | None = None,
-                 ) -> dict[str, int]:
+def pod_requests(
+    spec: Mapping[str, Any],
+    milli: frozenset[str] = MILLI_RESOURCES,
+    transform: Callable[[dict[str, int]], dict[str, int]] | None = None,
+) -> dict[str, int]:
     """resource.PodRequests; `transform` maps each container's requests (non-zero)."""
     f = transform or (lambda r: r)
     total: dict[str, int] = {}
@@ -406,8 +439,11 @@ def _invalid(kind: str, obj: Mapping[str, Any], e: ParseError, namespaced: bool)
     return InvalidObject(kind, ns, name or "<unnamed>", str(e))
 
 
-def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, PriorityClass] | None = None,
-              milli_resources: frozenset[str] = MILLI_RESOURCES) -> Pod | InvalidObject:
+def parse_pod(
+    obj: Mapping[str, Any],
+    priority_classes: Mapping[str, PriorityClass] | None = None,
+    milli_resources: frozenset[str] = MILLI_RESOURCES,
+) -> Pod | InvalidObject:
     try:
         return _parse_pod(obj, priority_classes or {}, milli_resources)
     except ParseError as e:
@@ -429,8 +465,9 @@ def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> 
     return 0
 
 
-def _parse_pod(obj: Mapping[str, Any], classes: Mapping[str, PriorityClass],
-               milli: frozenset[str]) -> Pod:
+def _parse_pod(
+    obj: Mapping[str, Any], classes: Mapping[str, PriorityClass], milli: frozenset[str]
+) -> Pod:
     md, ns, name = _meta(obj, True)
     spec = _map(obj, "spec", "")
     status = _map(obj, "status", "")
@@ -441,8 +478,11 @@ def _parse_pod(obj: Mapping[str, Any], classes: Mapping[str, PriorityClass],
     containers = _objs(spec, "containers", "spec.")
     if not containers:
         raise ParseError("spec.containers", "must have at least one container")
-    sidecars = [(p, c) for p, c in _objs(spec, "initContainers", "spec.")
-                if c.get("restartPolicy") == "Always"]
+    sidecars = [
+        (p, c)
+        for p, c in _objs(spec, "initContainers", "spec.")
+        if c.get("restartPolicy") == "Always"
+    ]
     for p, c in containers + sidecars:
         img = _str(c, "image", p)
         if img:
@@ -454,17 +494,25 @@ def _parse_pod(obj: Mapping[str, Any], classes: Mapping[str, PriorityClass],
             if hp > 65535:
                 raise ParseError(f"{q}hostPort", "must be between 1 and 65535, inclusive")
             ip = _str(port, "hostIP", q)
-            ports.append(HostPort("" if ip == "0.0.0.0" else ip,
-                                  _str(port, "protocol", q, "TCP") or "TCP", hp))
+            ports.append(
+                HostPort(
+                    "" if ip == "0.0.0.0" else ip, _str(port, "protocol", q, "TCP") or "TCP", hp
+                )
+            )
     affinity = _map(spec, "affinity", "spec.")
     na = _map(affinity, "nodeAffinity", "spec.affinity.")
     nap = "spec.affinity.nodeAffinity."
-    required = parse_node_selector(na.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                                   f"{nap}requiredDuringSchedulingIgnoredDuringExecution.")
+    required = parse_node_selector(
+        na.get("requiredDuringSchedulingIgnoredDuringExecution"),
+        f"{nap}requiredDuringSchedulingIgnoredDuringExecution.",
+    )
     preferred = parse_preferred_terms(
-        _objs(na, "preferredDuringSchedulingIgnoredDuringExecution", nap))
-    owners = tuple((_str(o, "kind", p), _str(o, "name", p))
-                   for p, o in _objs(md, "ownerReferences", "metadata."))
+        _objs(na, "preferredDuringSchedulingIgnoredDuringExecution", nap)
+    )
+    owners = tuple(
+        (_str(o, "kind", p), _str(o, "name", p))
+        for p, o in _objs(md, "ownerReferences", "metadata.")
+    )
     return Pod(
         namespace=ns,
         name=name,
@@ -476,8 +524,9 @@ def _parse_pod(obj: Mapping[str, Any], classes: Mapping[str, PriorityClass],
         node_name=_str(spec, "nodeName", "spec."),
         phase=_str(status, "phase", "status.", "Pending") or "Pending",
         deleting=md.get("deletionTimestamp") is not None,
-        creation_timestamp=parse_timestamp(md.get("creationTimestamp"),
-                                           "metadata.creationTimestamp"),
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
         priority=_priority(spec, classes),
         priority_class_name=_str(spec, "priorityClassName", "spec."),
         requests=requests,
@@ -492,16 +541,19 @@ def _parse_pod(obj: Mapping[str, Any], classes: Mapping[str, PriorityClass],
         pod_affinity=_pod_affinity(affinity, "podAffinity", "spec.affinity."),
         pod_anti_affinity=_pod_affinity(affinity, "podAntiAffinity", "spec.affinity."),
         topology_spread_constraints=tuple(
-            _spread(c, p) for p, c in _objs(spec, "topologySpreadConstraints", "spec.")),
-        scheduling_gates=tuple(_str(g, "name", p) for p, g in
-                               _objs(spec, "schedulingGates", "spec.")),
+            _spread(c, p) for p, c in _objs(spec, "topologySpreadConstraints", "spec.")
+        ),
+        scheduling_gates=tuple(
+            _str(g, "name", p) for p, g in _objs(spec, "schedulingGates", "spec.")
+        ),
         owner_references=owners,
         raw=obj,
     )
 
 
-def parse_node(obj: Mapping[str, Any],
-               milli_resources: frozenset[str] = MILLI_RESOURCES) -> Node | InvalidObject:
+def parse_node(
+    obj: Mapping[str, Any], milli_resources: frozenset[str] = MILLI_RESOURCES
+) -> Node | InvalidObject:
     try:
         md, _, name = _meta(obj, False)
         spec = _map(obj, "spec", "")
@@ -545,8 +597,9 @@ def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup | InvalidObject:
             namespace=ns,
             name=name,
             uid=_str(md, "uid", "metadata."),
-            creation_timestamp=parse_timestamp(md.get("creationTimestamp"),
-                                               "metadata.creationTimestamp"),
+            creation_timestamp=parse_timestamp(
+                md.get("creationTimestamp"), "metadata.creationTimestamp"
+            ),
             min_member=mm,
             min_resources=resource_list(spec, "minResources", "spec."),
             schedule_timeout_seconds=timeout,

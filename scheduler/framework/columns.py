@@ -82,8 +82,7 @@ def node_selector_mask(sel: NodeSelector, nodes: NodeTable, rows: IntpArray) -> 
     return mask
 
 
-def map_selector_mask(selector: Mapping[str, str], nodes: NodeTable,
-                      rows: IntpArray) -> BoolArray:
+def map_selector_mask(selector: Mapping[str, str], nodes: NodeTable, rows: IntpArray) -> BoolArray:
     """spec.nodeSelector: every key=value must match."""
     mask = np.ones(len(rows), dtype=bool)
     for k, v in selector.items():

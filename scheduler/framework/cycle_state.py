@@ -7,7 +7,7 @@ the plugin's pre_* point was not run).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class CycleState:
             raise StateKeyError(f"cycle state has no {key!r}") from None
         if not isinstance(value, kind):
             raise TypeError(f"cycle state {key!r} is {type(value).__name__}, not {kind.__name__}")
-        return cast(T, value)
+        return value
 
     def get(self, key: str) -> object | None:
         return self._data.get(key)

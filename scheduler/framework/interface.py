@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -106,8 +106,10 @@ class FilterResult:
         if self.rejected.shape[1] == 0:
             return np.ones(self.rejected.shape[0], dtype=bool)
         if self.rejected.shape[1] == 1:
-            return ~self.rejected[:, 0]
-        return ~self.rejected.any(axis=1)
+            out: BoolArray = ~self.rejected[:, 0]
+            return out
+        out2: BoolArray = np.logical_not(np.logical_or.reduce(self.rejected, axis=1))
+        return out2
 
     def code_of(self, j: int) -> Code:
         return self.codes[j] if j < len(self.codes) else Code.UNSCHEDULABLE
@@ -149,10 +151,17 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
     UPDATE_OTHER = 4096
     UPDATE = (
-        UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
-        | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN
-        | UPDATE_POD_TOLERATION | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-        | UPDATE_POD_GENERATED_RESOURCE_CLAIM | UPDATE_OTHER
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATION
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
+        | UPDATE_OTHER
     )
     ALL = ADD | DELETE | UPDATE
 
@@ -194,7 +203,8 @@ class ClusterEventWithHint:
 
 @runtime_checkable
 class Plugin(Protocol):
-    NAME: ClassVar[str]
+    @property
+    def NAME(self) -> str: ...
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Plugin: ...
@@ -253,9 +263,7 @@ class PreScorePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class ScorePlugin(Plugin, Protocol):
-    def score(
-        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
-    ) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         """Raw scores for `rows`. Without `normalize_score`, in [0, 100]."""
         ...
 
@@ -269,9 +277,7 @@ class NodeScorePlugin(Plugin, Protocol):
 
 @runtime_checkable
 class ScoreExtensions(Protocol):
-    def normalize_score(
-        self, state: CycleState, pod: Pod, scores: Int64Array
-    ) -> Int64Array:
+    def normalize_score(self, state: CycleState, pod: Pod, scores: Int64Array) -> Int64Array:
         """Map raw scores to [0, 100] (may work in place and return the array)."""
         ...
 

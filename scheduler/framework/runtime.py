@@ -120,7 +120,9 @@ class FilterOutcome:
         return out
 
     def unschedulable_plugins(self) -> set[str]:
-        return {s.plugin for s in self.steps if s.result.rejected.shape[1] and s.result.rejected.any()}
+        return {
+            s.plugin for s in self.steps if s.result.rejected.shape[1] and s.result.rejected.any()
+        }
 
 
 class _NodeFilterAdapter:
@@ -129,7 +131,9 @@ class _NodeFilterAdapter:
     def __init__(self, plugin: NodeFilterPlugin) -> None:
         self.plugin = plugin
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         reasons: dict[str, int] = {}
         codes: dict[str, Code] = {}
         hits: list[tuple[int, int]] = []
@@ -180,7 +184,7 @@ class Profile:
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.instances: dict[str, Any] = {}
         specs: dict[str, PluginSpec] = {}
-        for point, entries in plugins.items():
+        for entries in plugins.values():
             for spec in entries:
                 specs.setdefault(spec.name, spec)
         for name, spec in specs.items():
@@ -202,10 +206,14 @@ class Profile:
                 out.append((spec.name, inst, spec.weight or 1))
             return out
 
-        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = [(n, p) for n, p, _ in at("preEnqueue")]
+        self.pre_enqueue: list[tuple[str, PreEnqueuePlugin]] = [
+            (n, p) for n, p, _ in at("preEnqueue")
+        ]
         sorts = at("queueSort")
         if len(sorts) != 1:
-            raise ProfileError(f'profile "{scheduler_name}": exactly one queueSort plugin is required')
+            raise ProfileError(
+                f'profile "{scheduler_name}": exactly one queueSort plugin is required'
+            )
         self.queue_sort: QueueSortPlugin = sorts[0][1]
         self.pre_filter: list[tuple[str, PreFilterPlugin]] = [(n, p) for n, p, _ in at("preFilter")]
         self.filters: list[tuple[str, Any]] = []
@@ -214,7 +222,9 @@ class Profile:
                 prefer_per_node or FilterPlugin not in type(p).__mro__
             )
             self.filters.append((n, _NodeFilterAdapter(p) if use_node else p))
-        self.post_filter: list[tuple[str, PostFilterPlugin]] = [(n, p) for n, p, _ in at("postFilter")]
+        self.post_filter: list[tuple[str, PostFilterPlugin]] = [
+            (n, p) for n, p, _ in at("postFilter")
+        ]
         self.pre_score: list[tuple[str, PreScorePlugin]] = [(n, p) for n, p, _ in at("preScore")]
         self.scores: list[tuple[str, Any, ScoreExtensions | None, int]] = []
         for n, p, w in at("score"):
@@ -327,7 +337,9 @@ class Profile:
             last = st.with_plugin(name)
         return None, last
 
-    def run_pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
+    def run_pre_score(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> Status:
         for name, p in self.pre_score:
             try:
                 st = p.pre_score(state, pod, nodes, rows)

@@ -35,7 +35,9 @@ class WaitingPod:
 
     def _timeout_callback(self, plugin: str, seconds: float) -> Callable[[], None]:
         def fire() -> None:
-            self.reject(plugin, f"rejected due to timeout after waiting {seconds:g}s at plugin {plugin}")
+            self.reject(
+                plugin, f"rejected due to timeout after waiting {seconds:g}s at plugin {plugin}"
+            )
 
         return fire
 

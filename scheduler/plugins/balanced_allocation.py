@@ -37,8 +37,9 @@ class _Dims:
     pod: tuple[int, ...]  # the pod's request per dimension
 
 
-def parse_resources(args: Mapping[str, Any], default: tuple[tuple[str, int], ...]
-                    ) -> tuple[tuple[str, int], ...]:
+def parse_resources(
+    args: Mapping[str, Any], default: tuple[tuple[str, int], ...]
+) -> tuple[tuple[str, int], ...]:
     raw = args.get("resources")
     if raw is None:
         return default
@@ -50,8 +51,9 @@ def parse_resources(args: Mapping[str, Any], default: tuple[tuple[str, int], ...
             raise PluginArgsError(f"resources[{i}].name", "must be a resource name")
         w = r.get("weight", 1)
         if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= 100:
-            raise PluginArgsError(f"resources[{i}].weight", f"must be in the range [1, 100], "
-                                  f"got {w!r}")
+            raise PluginArgsError(
+                f"resources[{i}].weight", f"must be in the range [1, 100], got {w!r}"
+            )
         out.append((r["name"], w))
     return tuple(out)
 
@@ -70,8 +72,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, NodeScorePlug
             raise PluginArgsError(sorted(unknown)[0], "unknown field")
         return cls(parse_resources(args, ((CPU, 1), ("memory", 1))), handle.isolated)
 
-    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-                  rows: IntpArray) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         charge = pod_charge(pod, self.isolated).resources
         iso = self.isolated.applies(pod)
         cols, req = [], []
@@ -87,8 +88,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, NodeScorePlug
         state.write(_STATE_KEY, _Dims(tuple(cols), tuple(req)))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-              rows: IntpArray) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         d = state.read(_STATE_KEY, _Dims)
         n = len(rows)
         fracs = np.zeros((n, len(d.cols)), dtype=np.float64)

@@ -16,7 +16,6 @@ from scheduler.framework.interface import BindPlugin
 from scheduler.framework.status import SUCCESS, Code, Status
 
 
-
 class DefaultBinder(BindPlugin):
     NAME: Final = "DefaultBinder"
 

@@ -33,14 +33,12 @@ class ImageLocality(PreScorePlugin, ScorePlugin):
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls()
 
-    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-                  rows: IntpArray) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         if not pod.images or not any(nodes.image_index.get(i) for i in pod.images):
             return SKIP
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-              rows: IntpArray) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         total_nodes = max(nodes.num_nodes, 1)
         sums = np.zeros(nodes.capacity, dtype=np.int64)
         for image in pod.images:

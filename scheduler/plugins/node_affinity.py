@@ -65,22 +65,29 @@ def _parse_args(args: Mapping[str, Any]) -> NodeAffinityArgs:
     if not isinstance(added, Mapping):
         raise PluginArgsError("addedAffinity", "must be an object")
     try:
-        req = parse_node_selector(added.get("requiredDuringSchedulingIgnoredDuringExecution"),
-                                  "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.")
+        req = parse_node_selector(
+            added.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.",
+        )
         pref_items = added.get("preferredDuringSchedulingIgnoredDuringExecution") or []
         if not isinstance(pref_items, list):
-            raise ParseError("addedAffinity.preferredDuringSchedulingIgnoredDuringExecution",
-                             "must be a list")
-        pref = parse_preferred_terms([
-            (f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].", x)
-            for i, x in enumerate(pref_items)])
+            raise ParseError(
+                "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution", "must be a list"
+            )
+        pref = parse_preferred_terms(
+            [
+                (f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].", x)
+                for i, x in enumerate(pref_items)
+            ]
+        )
     except ParseError as e:
         raise PluginArgsError(e.field_path, e.problem) from e
     return NodeAffinityArgs(req, pref)
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
-                   EnqueueExtensions):
+class NodeAffinity(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions
+):
     NAME: Final = "NodeAffinity"
 
     def __init__(self, args: NodeAffinityArgs) -> None:
@@ -90,8 +97,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls(_parse_args(args))
 
-    def pre_filter(self, state: CycleState, pod: Pod,
-                   nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
         aff = pod.required_node_affinity
         if not pod.node_selector and aff is None and self.args.added_required is None:
             return None, SKIP
@@ -101,8 +109,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
         # As kube-scheduler: if every term pins metadata.name with In, only those nodes.
         names: set[str] = set()
         for term in aff.terms:
-            pinned = [f for f in term.match_fields
-                      if f.key == "metadata.name" and f.op is SelectorOp.IN]
+            pinned = [
+                f for f in term.match_fields if f.key == "metadata.name" and f.op is SelectorOp.IN
+            ]
             if not pinned:
                 return None, SUCCESS
             vals = set(pinned[0].values)
@@ -113,11 +122,12 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_POD,), self.NAME)
         return PreFilterResult(frozenset(names)), SUCCESS
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         req = state.read(_PRE_FILTER_KEY, _Required)
         reasons: list[str] = []
-        cols: list[np.ndarray] = []  # type: ignore[type-arg]
+        cols: list[np.ndarray] = []
         ok = np.ones(len(rows), dtype=bool)
         if self.args.added_required is not None:
             enforced = node_selector_mask(self.args.added_required, nodes, rows)
@@ -132,19 +142,18 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
         reasons.append(ERR_REASON_POD)
         cols.append(~mask & ok)
         rejected = np.stack(cols, axis=1)
-        return FilterResult(tuple(reasons), rejected,
-                            (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,) * len(reasons))
+        return FilterResult(
+            tuple(reasons), rejected, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,) * len(reasons)
+        )
 
-    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-                  rows: IntpArray) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         terms = pod.preferred_node_affinity + self.args.added_preferred
         if not terms:
             return SKIP
         state.write(_PRE_SCORE_KEY, terms)
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-              rows: IntpArray) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         terms = state.read(_PRE_SCORE_KEY, tuple)
         total = np.zeros(len(rows), dtype=np.int64)
         for t in terms:
@@ -159,5 +168,8 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
         return scores * 100 // top
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent(
-            EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL))]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+            )
+        ]

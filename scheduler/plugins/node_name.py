@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
-
 from scheduler.api.types import Pod
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
@@ -34,18 +33,18 @@ class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls()
 
-    def pre_filter(self, state: CycleState, pod: Pod,
-                   nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
         if not pod.node_name:
             return None, SKIP
         return PreFilterResult(frozenset({pod.node_name})), SUCCESS
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         want = nodes.row_of.get(pod.node_name, -1)
         return FilterResult.single(ERR_REASON, rows != want, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD))]
-
-

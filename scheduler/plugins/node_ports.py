@@ -54,15 +54,17 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls()
 
-    def pre_filter(self, state: CycleState, pod: Pod,
-                   nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
         if not pod.host_ports:
             return None, SKIP
         state.write(_STATE_KEY, pod.host_ports)
         return None, SUCCESS
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         ports = state.read(_STATE_KEY, tuple)
         bad = conflicting_rows(nodes, ports)
         if not bad:
@@ -71,13 +73,17 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            if isinstance(old, Pod) and old.host_ports and set(old.host_ports) & set(
-                    pod.host_ports):
+            if (
+                isinstance(old, Pod)
+                and old.host_ports
+                and set(old.host_ports) & set(pod.host_ports)
+            ):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
 
         return [
-            ClusterEventWithHint(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE),
-                                 freed),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), freed
+            ),
             ClusterEventWithHint(ClusterEvent(EventResource.NODE, ActionType.ADD)),
         ]

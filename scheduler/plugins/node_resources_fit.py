@@ -10,13 +10,20 @@ alike; both names are arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
 import numpy as np
 
-from scheduler.api.types import CPU, EPHEMERAL_STORAGE, ISOLATED_CPU_ANNOTATION, \
-    ISOLATED_CPU_RESOURCE, MEMORY, PODS, Pod
+from scheduler.api.types import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    ISOLATED_CPU_ANNOTATION,
+    ISOLATED_CPU_RESOURCE,
+    MEMORY,
+    PODS,
+    Pod,
+)
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
@@ -64,7 +71,7 @@ class FitArgs:
     strategy: str = LEAST_ALLOCATED
     resources: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
     shape: tuple[tuple[int, int], ...] = ((0, 0), (100, 10))
-    isolated: IsolatedCPU = IsolatedCPU()
+    isolated: IsolatedCPU = field(default_factory=IsolatedCPU)
 
 
 def _str_list(v: object, path: str) -> frozenset[str]:
@@ -76,8 +83,13 @@ def _str_list(v: object, path: str) -> frozenset[str]:
 
 
 def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
-    known = {"ignoredResources", "ignoredResourceGroups", "scoringStrategy",
-             "isolatedCPUAnnotation", "isolatedCPUResource"}
+    known = {
+        "ignoredResources",
+        "ignoredResourceGroups",
+        "scoringStrategy",
+        "isolatedCPUAnnotation",
+        "isolatedCPUResource",
+    }
     for k in args:
         if k not in known:
             raise PluginArgsError(str(k), "unknown field")
@@ -89,9 +101,12 @@ def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
             raise PluginArgsError(f"scoringStrategy.{k}", "unknown field")
     strategy = ss.get("type", LEAST_ALLOCATED)
     if strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
-        raise PluginArgsError("scoringStrategy.type", f'unsupported value: "{strategy}": '
-                              'supported values: "LeastAllocated", "MostAllocated", '
-                              '"RequestedToCapacityRatio"')
+        raise PluginArgsError(
+            "scoringStrategy.type",
+            f'unsupported value: "{strategy}": '
+            'supported values: "LeastAllocated", "MostAllocated", '
+            '"RequestedToCapacityRatio"',
+        )
     try:
         resources = parse_resources(ss, ((CPU, 1), (MEMORY, 1)))
     except PluginArgsError as e:
@@ -100,8 +115,10 @@ def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
     if strategy == REQUESTED_TO_CAPACITY_RATIO:
         r = ss.get("requestedToCapacityRatio")
         if not isinstance(r, Mapping) or not isinstance(r.get("shape"), list) or not r["shape"]:
-            raise PluginArgsError("scoringStrategy.requestedToCapacityRatio.shape",
-                                  "at least one point must be specified")
+            raise PluginArgsError(
+                "scoringStrategy.requestedToCapacityRatio.shape",
+                "at least one point must be specified",
+            )
         pts = []
         prev = -1
         for i, p in enumerate(r["shape"]):
@@ -112,8 +129,9 @@ def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
             if isinstance(u, bool) or not isinstance(u, int) or not 0 <= u <= MAX_UTILIZATION:
                 raise PluginArgsError(f"{path}.utilization", "must be in the range [0, 100]")
             if u <= prev:
-                raise PluginArgsError(f"{path}.utilization", "values must be sorted in "
-                                      "increasing order")
+                raise PluginArgsError(
+                    f"{path}.utilization", "values must be sorted in increasing order"
+                )
             if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_CUSTOM_SCORE:
                 raise PluginArgsError(f"{path}.score", "must be in the range [0, 10]")
             prev = u
@@ -153,8 +171,15 @@ def _is_extended(name: str) -> bool:
     return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScorePlugin,
-                       ScorePlugin, NodeScorePlugin, EnqueueExtensions):
+class NodeResourcesFit(
+    PreFilterPlugin,
+    FilterPlugin,
+    NodeFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    NodeScorePlugin,
+    EnqueueExtensions,
+):
     NAME: Final = "NodeResourcesFit"
 
     def __init__(self, args: FitArgs) -> None:
@@ -173,13 +198,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
             return True
         return "/" in name and name.split("/", 1)[0] in self.args.ignored_groups
 
-    def pre_filter(self, state: CycleState, pod: Pod,
-                   nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
         charge = pod_charge(pod, self.args.isolated).resources
         order = [PODS, CPU, MEMORY, EPHEMERAL_STORAGE]
         names = [r for r in order if charge.get(r, 0) > 0]
-        names += sorted(r for r, v in charge.items()
-                        if r not in order and v > 0 and not self._ignored(r))
+        names += sorted(
+            r for r, v in charge.items() if r not in order and v > 0 and not self._ignored(r)
+        )
         cols = np.array([nodes.col.get(r, -1) for r in names], dtype=np.intp)
         req = np.array([charge[r] for r in names], dtype=np.int64)
         state.write(_PRE_FILTER_KEY, _Fit(tuple(names), cols, req))
@@ -192,13 +219,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
             fit = _Fit(fit.names, cols, fit.req)
         return fit
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         fit = self._fit(state, nodes)
         known = fit.cols >= 0
         if known.all():
-            free = nodes.allocatable[np.ix_(rows, fit.cols)] - nodes.requested[np.ix_(rows,
-                                                                                   fit.cols)]
+            free = (
+                nodes.allocatable[np.ix_(rows, fit.cols)] - nodes.requested[np.ix_(rows, fit.cols)]
+            )
             rejected: BoolArray = free < fit.req
         else:
             rejected = np.ones((len(rows), len(fit.names)), dtype=bool)
@@ -220,8 +249,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
 
     # ---- score ---------------------------------------------------------------------
 
-    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-                  rows: IntpArray) -> Status:
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         iso = self.args.isolated
         charge = pod_charge(pod, iso).resources
         isolated = iso.applies(pod)
@@ -247,8 +275,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
                 req_cols.append(c)
                 req.append(amount)
             weights.append(w)
-        state.write(_PRE_SCORE_KEY, _Score(tuple(alloc_cols), tuple(req_cols), tuple(req),
-                                           tuple(weights)))
+        state.write(
+            _PRE_SCORE_KEY, _Score(tuple(alloc_cols), tuple(req_cols), tuple(req), tuple(weights))
+        )
         return SUCCESS
 
     @staticmethod
@@ -284,8 +313,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
             done |= hit
         return out
 
-    def score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-              rows: IntpArray) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         sc = state.read(_PRE_SCORE_KEY, _Score)
         n = len(rows)
         total = np.zeros(n, dtype=np.int64)
@@ -318,9 +346,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, NodeFilterPlugin, PreScore
             return QueueingHint.QUEUE if isinstance(old, Pod) else QueueingHint.SKIP
 
         return [
-            ClusterEventWithHint(ClusterEvent(
-                EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN),
-                pod_freed),
-            ClusterEventWithHint(ClusterEvent(
-                EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE)),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                ),
+                pod_freed,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
+                )
+            ),
         ]

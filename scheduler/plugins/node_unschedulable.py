@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
-
 from scheduler.api.types import Pod, Taint, TaintEffect
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
@@ -25,8 +24,7 @@ from scheduler.framework.status import Code
 from scheduler.snapshot import NodeTable
 
 ERR_REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
-UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "",
-                                   TaintEffect.NO_SCHEDULE)
+UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
 
 
 class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
@@ -36,18 +34,21 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls()
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return FilterResult.all_pass(len(rows))
         bad = nodes.unschedulable[rows]
         if not bad.any():
             return FilterResult.all_pass(len(rows))
-        return FilterResult.single(ERR_REASON_UNSCHEDULABLE, bad,
-                                   Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        return FilterResult.single(
+            ERR_REASON_UNSCHEDULABLE, bad, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent(
-            EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT))]
-
-
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+            )
+        ]

@@ -31,8 +31,11 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
         if not pod.scheduling_gates:
             return SUCCESS
         gates = " ".join(pod.scheduling_gates)
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                      (f"waiting for scheduling gates: [{gates}]",), self.NAME)
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            (f"waiting for scheduling gates: [{gates}]",),
+            self.NAME,
+        )
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def gates_removed(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -40,7 +43,12 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
 
-        return [ClusterEventWithHint(
-            ClusterEvent(EventResource.UNSCHEDULED_POD,
-                         ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED | ActionType.UPDATE),
-            gates_removed)]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.UNSCHEDULED_POD,
+                    ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED | ActionType.UPDATE,
+                ),
+                gates_removed,
+            )
+        ]

@@ -14,6 +14,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
+    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -41,28 +42,34 @@ def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions,
-                      EnqueueExtensions):
+class TaintToleration(
+    FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions
+):
     NAME: Final = "TaintToleration"
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls()
 
-    def filter(self, state: CycleState, pod: Pod, nodes: NodeTable,
-               rows: IntpArray) -> FilterResult:
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult:
         taints = nodes.taint_list
-        bad_cols = [i for i, t in enumerate(taints)
-                    if t.effect in HARD_EFFECTS and not tolerated(t, pod.tolerations)]
+        bad_cols = [
+            i
+            for i, t in enumerate(taints)
+            if t.effect in HARD_EFFECTS and not tolerated(t, pod.tolerations)
+        ]
         if not bad_cols:
             return FilterResult.all_pass(len(rows))
-        m = nodes.taint_matrix[np.ix_(rows, bad_cols)]
-        hit = m.any(axis=1)
+        m = nodes.taint_matrix[np.ix_(rows, np.array(bad_cols, dtype=np.intp))]
+        hit: BoolArray = np.logical_or.reduce(m, axis=1)
         if not hit.any():
             return FilterResult.all_pass(len(rows))
         if len(bad_cols) == 1:
-            return FilterResult.single(untolerated_reason(taints[bad_cols[0]]), hit,
-                                       Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            return FilterResult.single(
+                untolerated_reason(taints[bad_cols[0]]), hit, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            )
         # Each node reports its own first untolerated taint, in its own order.
         first = np.argmax(m, axis=1)
         multi = np.flatnonzero(m.sum(axis=1) > 1)
@@ -78,21 +85,26 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
         reasons = tuple(untolerated_reason(taints[bad_cols[c]]) for c in used)
         return FilterResult(reasons, rejected, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,) * len(used))
 
-    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-                  rows: IntpArray) -> Status:
-        prefer = [t for t in pod.tolerations
-                  if t.effect is None or t.effect is TaintEffect.PREFER_NO_SCHEDULE]
-        cols = [i for i, t in enumerate(nodes.taint_list)
-                if t.effect is TaintEffect.PREFER_NO_SCHEDULE and not tolerated(t, prefer)]
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
+        prefer = [
+            t
+            for t in pod.tolerations
+            if t.effect is None or t.effect is TaintEffect.PREFER_NO_SCHEDULE
+        ]
+        cols = [
+            i
+            for i, t in enumerate(nodes.taint_list)
+            if t.effect is TaintEffect.PREFER_NO_SCHEDULE and not tolerated(t, prefer)
+        ]
         if not cols:
             return SKIP
         state.write(_STATE_KEY, np.array(cols, dtype=np.intp))
         return SUCCESS
 
-    def score(self, state: CycleState, pod: Pod, nodes: NodeTable,
-              rows: IntpArray) -> Int64Array:
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         cols = state.read(_STATE_KEY, np.ndarray)
-        return nodes.taint_matrix[np.ix_(rows, cols)].sum(axis=1).astype(np.int64)
+        counts: Int64Array = nodes.taint_matrix[np.ix_(rows, cols)].sum(axis=1).astype(np.int64)
+        return counts
 
     def normalize_score(self, state: CycleState, pod: Pod, scores: Int64Array) -> Int64Array:
         # DefaultNormalizeScore(MaxNodeScore, reverse=true)
@@ -102,5 +114,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
         return 100 - scores * 100 // top
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        return [ClusterEventWithHint(ClusterEvent(
-            EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT))]
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+            )
+        ]

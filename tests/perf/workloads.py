@@ -30,22 +30,43 @@ def node(i: int, zones: int = 3) -> dict[str, Any]:
     }
 
 
-def pod(i: int, prefix: str = "pod", node_name: str | None = None) -> dict[str, Any]:
+def pod_group(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "sched-perf",
+            "uid": f"uid-pg-{name}",
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+        },
+        "spec": {"minMember": min_member},
+    }
+
+
+def pod(
+    i: int, prefix: str = "pod", node_name: str | None = None, group: str | None = None
+) -> dict[str, Any]:
     name = f"{prefix}-{i}"
     spec: dict[str, Any] = {
         "schedulerName": SCHEDULER,
-        "containers": [{
-            "name": "pause",
-            "image": "registry.k8s.io/pause:3.10",
-            "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
-        }],
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+            }
+        ],
     }
     if node_name:
         spec["nodeName"] = node_name
+    md: dict[str, Any] = {"name": name, "namespace": "sched-perf", "uid": f"uid-{name}"}
+    if group:
+        md["labels"] = {"scheduling.x-k8s.io/pod-group": group}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "sched-perf", "uid": f"uid-{name}"},
+        "metadata": md,
         "spec": spec,
         "status": {"phase": "Running" if node_name else "Pending"},
     }

@@ -155,8 +155,13 @@ def test_groups_list_pending_and_bound_members() -> None:
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["node", "rmnode", "add", "assume", "forget", "remove", "update"]),
-              st.integers(0, 4), st.integers(0, 9), st.integers(0, 3000), st.booleans()),
+    st.tuples(
+        st.sampled_from(["node", "rmnode", "add", "assume", "forget", "remove", "update"]),
+        st.integers(0, 4),
+        st.integers(0, 9),
+        st.integers(0, 3000),
+        st.booleans(),
+    ),
     max_size=40,
 )
 
@@ -194,8 +199,7 @@ def test_snapshot_and_incremental_counts_match_recomputation(ops: list[Any]) -> 
     rows = t.valid_rows()
     assert np.array_equal(t.requested[rows], c.recompute_requested()[rows])
     assert np.array_equal(snap.valid_rows(), rows)
-    for name in ("allocatable", "requested", "nonzero_requested", "unschedulable",
-                 "taint_matrix"):
+    for name in ("allocatable", "requested", "nonzero_requested", "unschedulable", "taint_matrix"):
         assert np.array_equal(getattr(snap, name)[rows], getattr(t, name)[rows]), name
     for k, col in t.labels.items():
         assert np.array_equal(snap.labels[k][rows], col[rows])

@@ -61,7 +61,9 @@ def _objects(nodes: list[Any], pods: list[Any]) -> list[dict[str, Any]]:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=nodes_st, pods=pods_st)
-def test_no_node_overcommitted_and_every_pod_accounted_for(nodes: list[Any], pods: list[Any]) -> None:
+def test_no_node_overcommitted_and_every_pod_accounted_for(
+    nodes: list[Any], pods: list[Any]
+) -> None:
     result = simulate(_objects(nodes, pods), default_config(IN_TREE))
     out = result.to_json_obj()
     for name, use in out["nodes"].items():

@@ -34,10 +34,16 @@ def gate(pod: Pod) -> Status:
     return SUCCESS
 
 
-def make_queue(clock: VirtualClock, hints: dict[str, Any] | None = None,
-               fifo: FifoFallback | None = None) -> SchedulingQueue:
-    return SchedulingQueue(clock=clock, sort_key=sort_key, pre_enqueue=gate, hints=hints or {},
-                           fifo=fifo or FifoFallback(enabled=False))
+def make_queue(
+    clock: VirtualClock, hints: dict[str, Any] | None = None, fifo: FifoFallback | None = None
+) -> SchedulingQueue:
+    return SchedulingQueue(
+        clock=clock,
+        sort_key=sort_key,
+        pre_enqueue=gate,
+        hints=hints or {},
+        fifo=fifo or FifoFallback(enabled=False),
+    )
 
 
 def pop_names(q: SchedulingQueue) -> list[str]:
@@ -62,8 +68,9 @@ def test_priority_then_arrival_order() -> None:
     assert pop_names(q) == ["b", "d", "a", "c"]
 
 
-@pytest.mark.parametrize("attempts,want", [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0),
-                                           (9, 10.0)])
+@pytest.mark.parametrize(
+    "attempts,want", [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)]
+)
 def test_backoff_doubles_to_the_cap(attempts: int, want: float) -> None:
     q = make_queue(VirtualClock())
     qpi = QueuedPodInfo(pod=make_pod("p").build(), timestamp=0.0, attempts=attempts)
@@ -188,8 +195,15 @@ def run_starvation(fifo: FifoFallback, rounds: int = 400) -> list[str]:
     """High-priority pods never fit and come straight back (every failure is
     followed by an event that helps them); low-priority pods would fit."""
     clock = VirtualClock()
-    q = SchedulingQueue(clock=clock, sort_key=sort_key, pre_enqueue=gate,
-                        hints={}, initial_backoff=0.001, max_backoff=0.001, fifo=fifo)
+    q = SchedulingQueue(
+        clock=clock,
+        sort_key=sort_key,
+        pre_enqueue=gate,
+        hints={},
+        initial_backoff=0.001,
+        max_backoff=0.001,
+        fifo=fifo,
+    )
     for i in range(150):
         q.add(make_pod(f"high-{i}").priority(100).build())
     clock.advance_by(1)
@@ -218,16 +232,21 @@ def test_starvation_without_fifo_fallback() -> None:
 
 
 def test_fifo_fallback_schedules_the_starved_pods() -> None:
-    got = run_starvation(FifoFallback(enabled=True, min_queue_length=100, failure_streak=50,
-                                      duration_seconds=30))
+    got = run_starvation(
+        FifoFallback(enabled=True, min_queue_length=100, failure_streak=50, duration_seconds=30)
+    )
     assert sorted(got) == [f"low-{i}" for i in range(5)]
 
 
 def test_fifo_fallback_ends_after_its_duration() -> None:
     clock = VirtualClock()
-    q = SchedulingQueue(clock=clock, sort_key=sort_key, pre_enqueue=gate, hints={},
-                        fifo=FifoFallback(True, min_queue_length=2, failure_streak=2,
-                                          duration_seconds=10))
+    q = SchedulingQueue(
+        clock=clock,
+        sort_key=sort_key,
+        pre_enqueue=gate,
+        hints={},
+        fifo=FifoFallback(True, min_queue_length=2, failure_streak=2, duration_seconds=10),
+    )
     for i in range(5):
         q.add(make_pod(f"p{i}").build())
     q.record_attempt(False)

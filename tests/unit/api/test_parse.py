@@ -41,22 +41,44 @@ def broken(path: list[str | int], value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("obj", "field"),
     [
-        (broken(["spec", "containers", 0, "resources"], {"requests": {"cpu": "two"}}),
-         "spec.containers[0].resources.requests.cpu"),
-        (broken(["spec", "tolerations"], [{"key": "a", "effect": "Sometimes"}]),
-         "spec.tolerations[0].effect"),
+        (
+            broken(["spec", "containers", 0, "resources"], {"requests": {"cpu": "two"}}),
+            "spec.containers[0].resources.requests.cpu",
+        ),
+        (
+            broken(["spec", "tolerations"], [{"key": "a", "effect": "Sometimes"}]),
+            "spec.tolerations[0].effect",
+        ),
         (broken(["spec"], "not-a-spec"), "spec"),
         (broken(["metadata", "name"], ""), "metadata.name"),
         (broken(["spec", "containers"], []), "spec.containers"),
-        (broken(["spec", "affinity"], {"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "a", "operator": "Near"}]}]}}}),
-         "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
-         "nodeSelectorTerms[0].matchExpressions[0].operator"),
+        (
+            broken(
+                ["spec", "affinity"],
+                {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {"matchExpressions": [{"key": "a", "operator": "Near"}]}
+                            ]
+                        }
+                    }
+                },
+            ),
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+            "nodeSelectorTerms[0].matchExpressions[0].operator",
+        ),
         (broken(["metadata", "creationTimestamp"], "yesterday"), "metadata.creationTimestamp"),
     ],
-    ids=["quantity", "toleration-effect", "spec-type", "no-name", "no-containers",
-         "selector-operator", "timestamp"],
+    ids=[
+        "quantity",
+        "toleration-effect",
+        "spec-type",
+        "no-name",
+        "no-containers",
+        "selector-operator",
+        "timestamp",
+    ],
 )
 def test_malformed_pod_is_a_value_naming_the_field(obj: dict[str, Any], field: str) -> None:
     p = parse_pod(obj)
@@ -74,14 +96,25 @@ def test_malformed_node() -> None:
 
 @pytest.mark.parametrize("api", ["scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1"])
 def test_pod_group(api: str) -> None:
-    pg = parse_pod_group({"apiVersion": api, "kind": "PodGroup",
-                          "metadata": {"name": "job", "namespace": "ml",
-                                       "creationTimestamp": "2024-01-01T00:00:00Z"},
-                          "spec": {"minMember": 4, "minResources": {"cpu": "8"},
-                                   "scheduleTimeoutSeconds": 30}})
+    pg = parse_pod_group(
+        {
+            "apiVersion": api,
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "job",
+                "namespace": "ml",
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+            },
+            "spec": {"minMember": 4, "minResources": {"cpu": "8"}, "scheduleTimeoutSeconds": 30},
+        }
+    )
     assert isinstance(pg, PodGroup)
     assert (pg.key, pg.min_member, dict(pg.min_resources), pg.schedule_timeout_seconds) == (
-        "ml/job", 4, {"cpu": 8000}, 30)
+        "ml/job",
+        4,
+        {"cpu": 8000},
+        30,
+    )
     assert pg.creation_timestamp == 1704067200.0
 
 
@@ -97,8 +130,15 @@ def test_priority_class() -> None:
 
 
 def test_pod_fields() -> None:
-    p = (make_pod("p").label("a", "b").group("g").host_port(80, "UDP", "0.0.0.0")
-         .gate("x").image("nginx").build())
+    p = (
+        make_pod("p")
+        .label("a", "b")
+        .group("g")
+        .host_port(80, "UDP", "0.0.0.0")
+        .gate("x")
+        .image("nginx")
+        .build()
+    )
     assert p.group_key == "default/g"
     assert [(h.host_ip, h.protocol, h.port) for h in p.host_ports] == [("", "UDP", 80)]
     assert p.scheduling_gates == ("x",)

@@ -43,8 +43,12 @@ class FakeLister:
 
 
 def make_handle() -> Handle:
-    return Handle(clock=VirtualClock(), client=InMemoryCluster(), waiting_pods=WaitingPods(),
-                  lister=FakeLister())
+    return Handle(
+        clock=VirtualClock(),
+        client=InMemoryCluster(),
+        waiting_pods=WaitingPods(),
+        lister=FakeLister(),
+    )
 
 
 @pytest.fixture
@@ -52,8 +56,9 @@ def handle() -> Handle:
     return make_handle()
 
 
-def run_filter(plugin: Any, pod: Pod, table: NodeTable,
-               per_node: bool = False) -> dict[str, tuple[str, ...]]:
+def run_filter(
+    plugin: Any, pod: Pod, table: NodeTable, per_node: bool = False
+) -> dict[str, tuple[str, ...]]:
     """Reasons per rejected node (feasible nodes are absent)."""
     state = CycleState()
     if isinstance(plugin, PreFilterPlugin) and PreFilterPlugin in type(plugin).__mro__:
@@ -79,8 +84,9 @@ def run_filter(plugin: Any, pod: Pod, table: NodeTable,
     return out
 
 
-def run_score(plugin: Any, pod: Pod, table: NodeTable,
-              per_node: bool = False) -> dict[str, int] | None:
+def run_score(
+    plugin: Any, pod: Pod, table: NodeTable, per_node: bool = False
+) -> dict[str, int] | None:
     """Scores per node after normalize_score; None if pre_score skipped."""
     state = CycleState()
     rows = table.valid_rows()

@@ -21,19 +21,32 @@ def plugin(args: dict[str, Any] | None = None) -> NodeResourcesBalancedAllocatio
 @pytest.mark.parametrize(
     ("pod", "nodes", "existing", "want"),
     [
-        pytest.param(make_pod("p").req(cpu="3000m", memory="5000"),
-                     [make_node("node1").capacity(cpu="4000m", memory="10000", pods=110),
-                      make_node("node2").capacity(cpu="6000m", memory="10000", pods=110)], [],
-                     {"node1": 87, "node2": 100}, id="differently-sized-nodes"),
-        pytest.param(make_pod("p").req(cpu="1000m", memory="2000"),
-                     [make_node("node1").capacity(cpu="4000m", memory="10000", pods=110)],
-                     [make_pod("e").req(cpu="2000m", memory="3000").node("node1")],
-                     # cpu 3000/4000 = .75, memory 5000/10000 = .5
-                     {"node1": 87}, id="existing-pods-count"),
-        pytest.param(make_pod("p").req(cpu="5000m", memory="1000"),
-                     [make_node("node1").capacity(cpu="4000m", memory="10000", pods=110)], [],
-                     # fractions capped at 1: 1 and .1 -> std .45
-                     {"node1": 55}, id="fraction-capped"),
+        pytest.param(
+            make_pod("p").req(cpu="3000m", memory="5000"),
+            [
+                make_node("node1").capacity(cpu="4000m", memory="10000", pods=110),
+                make_node("node2").capacity(cpu="6000m", memory="10000", pods=110),
+            ],
+            [],
+            {"node1": 87, "node2": 100},
+            id="differently-sized-nodes",
+        ),
+        pytest.param(
+            make_pod("p").req(cpu="1000m", memory="2000"),
+            [make_node("node1").capacity(cpu="4000m", memory="10000", pods=110)],
+            [make_pod("e").req(cpu="2000m", memory="3000").node("node1")],
+            # cpu 3000/4000 = .75, memory 5000/10000 = .5
+            {"node1": 87},
+            id="existing-pods-count",
+        ),
+        pytest.param(
+            make_pod("p").req(cpu="5000m", memory="1000"),
+            [make_node("node1").capacity(cpu="4000m", memory="10000", pods=110)],
+            [],
+            # fractions capped at 1: 1 and .1 -> std .45
+            {"node1": 55},
+            id="fraction-capped",
+        ),
     ],
 )
 def test_score(pod: Any, nodes: list[Any], existing: list[Any], want: dict[str, int]) -> None:
@@ -51,8 +64,13 @@ def test_three_resources() -> None:
     node = make_node("n").capacity(cpu="4", memory="4Gi", pods=110).ext("example.com/gpu", 4)
     table = table_of([node.build()])
     pod = make_pod("p").req(cpu="2", memory="1Gi").ext("example.com/gpu", 4).build()
-    args = {"resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1},
-                          {"name": "example.com/gpu", "weight": 1}]}
+    args = {
+        "resources": [
+            {"name": "cpu", "weight": 1},
+            {"name": "memory", "weight": 1},
+            {"name": "example.com/gpu", "weight": 1},
+        ]
+    }
     # fractions .5, .25, 1 -> mean .5833, std .3118 -> 68
     assert run_score(plugin(args), pod, table) == {"n": 68}
 
@@ -64,11 +82,18 @@ def test_args() -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 8000), st.integers(1, 8)), min_size=1, max_size=8),
-       st.integers(1, 4000), st.integers(0, 4))
+@given(
+    st.lists(st.tuples(st.integers(1, 8000), st.integers(1, 8)), min_size=1, max_size=8),
+    st.integers(1, 4000),
+    st.integers(0, 4),
+)
 def test_columnar_equals_per_node(nodes: list[Any], cpu: int, mem: int) -> None:
-    table = table_of([make_node(f"n{i}").capacity(cpu=f"{c}m", memory=f"{m}Gi", pods=9).build()
-                      for i, (c, m) in enumerate(nodes)])
+    table = table_of(
+        [
+            make_node(f"n{i}").capacity(cpu=f"{c}m", memory=f"{m}Gi", pods=9).build()
+            for i, (c, m) in enumerate(nodes)
+        ]
+    )
     pod = make_pod("p").req(cpu=f"{cpu}m")
     if mem:
         pod.req(memory=f"{mem}Gi")

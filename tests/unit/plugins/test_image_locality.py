@@ -10,11 +10,13 @@ MB = 1024 * 1024
 
 
 def test_prefers_the_node_with_the_larger_image() -> None:
-    table = table_of([
-        make_node("node1").image("gcr.io/40", 40 * MB).image("gcr.io/300", 300 * MB).build(),
-        make_node("node2").image("gcr.io/250", 250 * MB).build(),
-        make_node("node3").build(),
-    ])
+    table = table_of(
+        [
+            make_node("node1").image("gcr.io/40", 40 * MB).image("gcr.io/300", 300 * MB).build(),
+            make_node("node2").image("gcr.io/250", 250 * MB).build(),
+            make_node("node3").build(),
+        ]
+    )
     pod = make_pod("p").image("gcr.io/40").container(image="gcr.io/250").build()
     got = run_score(ImageLocality.new({}, make_handle()), pod, table)
     # node1: 40MB * 1/3 -> below the 23MB threshold after spreading -> 0

@@ -27,31 +27,48 @@ PORTS = ("node(s) didn't have free ports for the requested pod ports",)
     ("pod", "existing", "want"),
     [
         pytest.param(make_pod("p").host_port(8080), [], {}, id="free"),
-        pytest.param(make_pod("p").host_port(8080), [make_pod("e").host_port(8080).node("n")],
-                     {"n": PORTS}, id="same-port"),
-        pytest.param(make_pod("p").host_port(8080, "UDP"),
-                     [make_pod("e").host_port(8080).node("n")], {}, id="other-protocol"),
-        pytest.param(make_pod("p").host_port(8080, host_ip="10.0.0.1"),
-                     [make_pod("e").host_port(8080, host_ip="10.0.0.2").node("n")], {},
-                     id="different-ips"),
-        pytest.param(make_pod("p").host_port(8080, host_ip="10.0.0.1"),
-                     [make_pod("e").host_port(8080).node("n")], {"n": PORTS},
-                     id="wildcard-ip-conflicts"),
-        pytest.param(make_pod("p").host_port(8080),
-                     [make_pod("e").host_port(8080, host_ip="10.0.0.2").node("n")],
-                     {"n": PORTS}, id="pod-wildcard-conflicts"),
+        pytest.param(
+            make_pod("p").host_port(8080),
+            [make_pod("e").host_port(8080).node("n")],
+            {"n": PORTS},
+            id="same-port",
+        ),
+        pytest.param(
+            make_pod("p").host_port(8080, "UDP"),
+            [make_pod("e").host_port(8080).node("n")],
+            {},
+            id="other-protocol",
+        ),
+        pytest.param(
+            make_pod("p").host_port(8080, host_ip="10.0.0.1"),
+            [make_pod("e").host_port(8080, host_ip="10.0.0.2").node("n")],
+            {},
+            id="different-ips",
+        ),
+        pytest.param(
+            make_pod("p").host_port(8080, host_ip="10.0.0.1"),
+            [make_pod("e").host_port(8080).node("n")],
+            {"n": PORTS},
+            id="wildcard-ip-conflicts",
+        ),
+        pytest.param(
+            make_pod("p").host_port(8080),
+            [make_pod("e").host_port(8080, host_ip="10.0.0.2").node("n")],
+            {"n": PORTS},
+            id="pod-wildcard-conflicts",
+        ),
     ],
 )
 def test_node_ports(pod: Any, existing: list[Any], want: dict[str, Any]) -> None:
-    table = table_of([make_node("n").build(), make_node("m").build()],
-                     [p.build() for p in existing])
+    table = table_of(
+        [make_node("n").build(), make_node("m").build()], [p.build() for p in existing]
+    )
     assert run_filter(NodePorts.new({}, make_handle()), pod.build(), table) == want
 
 
 def test_node_ports_skipped_without_host_ports() -> None:
     table = table_of([make_node("n").build()])
-    _, st = NodePorts.new({}, make_handle()).pre_filter(CycleState(), make_pod("p").build(),
-                                                       table)
+    _, st = NodePorts.new({}, make_handle()).pre_filter(CycleState(), make_pod("p").build(), table)
     assert st.is_skip
 
 
@@ -59,7 +76,8 @@ def test_node_name() -> None:
     table = table_of([make_node("a").build(), make_node("b").build()])
     pod = make_pod("p").spec(nodeName="b").build()
     assert run_filter(NodeName.new({}, make_handle()), pod, table) == {
-        "a": ("node(s) didn't match the requested node name",)}
+        "a": ("node(s) didn't match the requested node name",)
+    }
     assert run_filter(NodeName.new({}, make_handle()), make_pod("q").build(), table) == {}
 
 
@@ -67,9 +85,13 @@ def test_node_name() -> None:
     ("pod", "want"),
     [
         pytest.param(make_pod("p"), {"cordoned": ("node(s) were unschedulable",)}, id="plain"),
-        pytest.param(make_pod("p").toleration("node.kubernetes.io/unschedulable",
-                                              effect="NoSchedule", operator="Exists"),
-                     {}, id="tolerates-unschedulable"),
+        pytest.param(
+            make_pod("p").toleration(
+                "node.kubernetes.io/unschedulable", effect="NoSchedule", operator="Exists"
+            ),
+            {},
+            id="tolerates-unschedulable",
+        ),
     ],
 )
 def test_node_unschedulable(pod: Any, want: dict[str, Any]) -> None:
