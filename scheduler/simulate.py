@@ -162,15 +162,30 @@ class Simulation:
         return order
 
     async def run(self, until: float | None = None) -> SimulationResult:
+        """Schedule until nothing can change, or until virtual time `until`.
+
+        "Nothing can change" also covers pods that keep retrying without
+        effect (a gang that never fits keeps timing out at Permit): once no pod
+        has been bound for a quiet period (the unschedulable flush plus the
+        maximum backoff) we stop, and pods still waiting at Permit then are
+        released, so the result shows no reservation that nothing would bind.
+        """
         s = self.scheduler
         order = self._load()
         q = s.queue
+        cfg = s.config
+        quiet = cfg.troupe.unschedulable_flush_seconds + cfg.pod_max_backoff_seconds
+        binds, last_change = self.cluster.binds, self.clock.now()
         while True:
             while s.schedule_one():
                 pass
             await s.settle()
             if q.statistics().active:
                 continue
+            if self.cluster.binds != binds:
+                binds, last_change = self.cluster.binds, self.clock.now()
+            if until is None and self.clock.now() - last_change >= quiet:
+                break
             nxt = self._next_time(until)
             if nxt is None:
                 break
@@ -178,7 +193,19 @@ class Simulation:
             q.flush()
             s.cache.cleanup_expired()
             await s.settle()
-        await s.settle()
+        if until is None:
+            for wp in s.waiting_pods:
+                wp.reject(
+                    "",
+                    "still waiting at Permit for the rest of its PodGroup when the "
+                    "simulation ended",
+                )
+            await s.settle()
+        # Let coalesced writes (PodGroup status) that are due soon go out.
+        end = self.clock.now() + 10.0
+        while (d := self.clock.next_deadline()) is not None and d <= end:
+            self.clock.advance_to(d)
+            await s.settle()
         return self._result(order)
 
     def _next_time(self, until: float | None) -> float | None:
@@ -209,7 +236,10 @@ class Simulation:
             if node:
                 pods[k] = {"node": node, "reason": None}
                 continue
+            wp = s.waiting_pods.get(PodKey(k))
             reason = s.last_failure.get(PodKey(k))
+            if wp is not None:
+                reason = f"waiting at Permit on node {wp.node} for the rest of its PodGroup"
             if reason is None:
                 bad = s.invalid.get(k)
                 if bad is not None:

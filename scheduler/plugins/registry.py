@@ -3,7 +3,9 @@
 Names are kube-scheduler's, so a KubeSchedulerConfiguration reads the same.
 The default set, its order (which is the order filters run in) and weights are
 kube-scheduler's v1 defaults (apis/config/v1/default_plugins.go) restricted to
-the plugins Troupe has.
+the plugins Troupe has, plus Coscheduling, which takes PrioritySort's place as
+the queueSort plugin (it sorts lone pods by priority too) so that PodGroups
+work out of the box.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Final
 
 from scheduler.framework.interface import PluginSpec
 from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from scheduler.plugins.coscheduling import Coscheduling
 from scheduler.plugins.default_binder import DefaultBinder
 from scheduler.plugins.image_locality import ImageLocality
 from scheduler.plugins.node_affinity import NodeAffinity
@@ -40,13 +43,14 @@ IN_TREE: Final[Registry] = {
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
+        Coscheduling,
     )
 }
 
 # multiPoint defaults, in kube-scheduler's order, with its score weights.
 DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("SchedulingGates"),
-    PluginSpec("PrioritySort"),
+    PluginSpec("Coscheduling"),
     PluginSpec("NodeUnschedulable"),
     PluginSpec("NodeName"),
     PluginSpec("TaintToleration", weight=3),

@@ -42,9 +42,10 @@ def test_default_profile() -> None:
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
-    assert names(c, "queueSort") == ["PrioritySort"]
+    assert names(c, "queueSort") == ["Coscheduling"]
+    assert names(c, "permit") == ["Coscheduling"]
     assert names(c, "bind") == ["DefaultBinder"]
-    assert names(c, "preEnqueue") == ["SchedulingGates"]
+    assert names(c, "preEnqueue") == ["SchedulingGates", "Coscheduling"]
     assert c.pod_initial_backoff_seconds == 1 and c.pod_max_backoff_seconds == 10
     assert c.troupe.unschedulable_flush_seconds == 300
 

@@ -86,8 +86,26 @@ def test_three_gangs_competing_exactly_one_runs() -> None:
 
 
 def test_timeout_releases_all_with_group_cycle_off() -> None:
-    out = run("timeout.yaml", config="group-cycle-off.yaml")
-    assert bound(out, "default/job-") == []
+    # Nine of ten fit: they wait at Permit; at 30s all are rejected and released.
+    before = run("timeout.yaml", config="group-cycle-off.yaml", until=29.0)
+    assert sum(u["cpu"]["requested"] for u in before["nodes"].values()) == 27
+    after = run("timeout.yaml", config="group-cycle-off.yaml", until=30.5)
+    assert bound(after, "default/job-") == []
+    reasons = [v["reason"] for v in after["pods"].values()]
+    assert sum("rejected due to timeout after waiting 30s" in r for r in reasons) == 9
+    # The nine reservations are gone; the tenth member took one freed slot and now
+    # waits in its turn (scheduler-plugins' behaviour without the group cycle).
+    assert sum(u["cpu"]["requested"] for u in after["nodes"].values()) == 3
+    assert sum("waiting at Permit" in r for r in reasons) == 1
+    # Left alone it never binds a partial gang and ends holding nothing.
+    end = run("timeout.yaml", config="group-cycle-off.yaml")
+    assert bound(end, "default/job-") == []
+    assert all(u["cpu"]["requested"] == 0 for u in end["nodes"].values())
+    assert end["podGroups"]["default/job"]["scheduled"] == 0
+
+
+def test_group_cycle_holds_nothing_when_the_gang_cannot_fit() -> None:
+    out = run("timeout.yaml", until=5.0)
     assert all(u["cpu"]["requested"] == 0 for u in out["nodes"].values())
-    reasons = " ".join(v["reason"] for v in out["pods"].values())
-    assert "timeout" in reasons or "minMember" in reasons
+    for v in out["pods"].values():
+        assert v["reason"].startswith('PodGroup "default/job": 9 of minMember 10 pods fit;')

@@ -1,0 +1,138 @@
+"""PodGroupManager: the gang state behind the Coscheduling plugin.
+
+As scheduler-plugins' coscheduling/core: it answers whether a pod's group
+exists and has enough members, whether its minResources can be met, how many
+of its members are placed (bound or assumed), and keeps a short deny list of
+groups that just failed. The plugin shell forwards every extension point here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from scheduler.api.types import GroupKey, Pod, PodGroup
+from scheduler.framework.handle import Handle
+from scheduler.framework.status import SUCCESS, Code, Status
+
+NAME: Final = "Coscheduling"
+
+
+@dataclass(frozen=True, slots=True)
+class CoschedulingArgs:
+    permit_waiting_time_seconds: float = 60.0
+    pod_group_backoff_seconds: float = 0.0
+    status_coalesce_seconds: float = 1.0
+
+
+class PodGroupManager:
+    def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
+        self.handle = handle
+        self.args = args
+        self._denied_until: dict[GroupKey, float] = {}
+        self.schedule_start: dict[GroupKey, float] = {}
+
+    # ---- looking things up -------------------------------------------------------
+
+    def group(self, pod: Pod) -> tuple[GroupKey | None, PodGroup | None]:
+        key = pod.group_key
+        if key is None:
+            return None, None
+        return key, self.handle.lister.pod_group(key)
+
+    def members(self, key: GroupKey) -> list[Pod]:
+        return [p for p in self.handle.lister.pods_in_group(key) if not p.terminal or p.node_name]
+
+    def placed(self, key: GroupKey) -> int:
+        """Members bound or assumed (kube's CalculateAssignedPods, assumed included)."""
+        lister = self.handle.lister
+        return sum(1 for p in lister.pods_in_group(key) if lister.pod(p.key) is not None)
+
+    def waiting(self, key: GroupKey) -> Iterable[object]:
+        return [wp for wp in self.handle.waiting_pods if wp.pod.group_key == key]
+
+    def timeout(self, pg: PodGroup) -> float:
+        if pg.schedule_timeout_seconds:
+            return float(pg.schedule_timeout_seconds)
+        return self.args.permit_waiting_time_seconds
+
+    # ---- the checks -----------------------------------------------------------------
+
+    def check_group(self, pod: Pod) -> Status:
+        """A missing group, or one with fewer pods than minMember, keeps the pod waiting."""
+        key, pg = self.group(pod)
+        if key is None:
+            return SUCCESS
+        if pg is None:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f'PodGroup "{key}" not found',), NAME
+            )
+        n = len(self.members(key))
+        if n < pg.min_member:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                (f'PodGroup "{key}" has {n} pods, fewer than minMember {pg.min_member}',),
+                NAME,
+            )
+        return SUCCESS
+
+    def check_denied(self, key: GroupKey) -> Status:
+        until = self._denied_until.get(key)
+        if until is not None and self.handle.clock.now() < until:
+            return Status(Code.UNSCHEDULABLE, (f'podGroup "{key}" failed recently',), NAME)
+        self._denied_until.pop(key, None)
+        return SUCCESS
+
+    def check_min_resources(self, key: GroupKey, pg: PodGroup) -> Status:
+        """minResources against the cluster's free capacity, counting back what the
+        group's own placed members hold (scheduler-plugins' CheckClusterResource)."""
+        if not pg.min_resources:
+            return SUCCESS
+        nodes = self.handle.snapshot()
+        rows = nodes.valid_rows()
+        lister = self.handle.lister
+        own: dict[str, int] = {}
+        for p in lister.pods_in_group(key):
+            if lister.pod(p.key) is not None:
+                for r, v in p.requests.items():
+                    own[r] = own.get(r, 0) + v
+        for resource, want in pg.min_resources.items():
+            c = nodes.col.get(resource)
+            free = 0
+            if c is not None:
+                free = int(np.sum(nodes.allocatable[rows, c] - nodes.requested[rows, c]))
+            if free + own.get(resource, 0) < want:
+                return Status(
+                    Code.UNSCHEDULABLE,
+                    (f'PodGroup "{key}" minResources cannot be met: insufficient {resource}',),
+                    NAME,
+                )
+        return SUCCESS
+
+    # ---- rejecting -------------------------------------------------------------------
+
+    def deny(self, key: GroupKey) -> None:
+        if self.args.pod_group_backoff_seconds > 0:
+            self._denied_until[key] = self.handle.clock.now() + self.args.pod_group_backoff_seconds
+
+    def reject_waiting(self, key: GroupKey, message: str) -> int:
+        n = 0
+        for wp in list(self.handle.waiting_pods):
+            if wp.pod.group_key == key:
+                wp.reject(NAME, message)
+                n += 1
+        return n
+
+    def allow_waiting(self, key: GroupKey) -> None:
+        for wp in list(self.handle.waiting_pods):
+            if wp.pod.group_key == key:
+                wp.allow(NAME)
+
+    def within_ten_percent(self, key: GroupKey, pg: PodGroup) -> bool:
+        """scheduler-plugins: if at most 10% of minMember is missing, keep trying."""
+        missing = pg.min_member - self.placed(key)
+        return missing / pg.min_member <= 0.1 or math.isclose(missing / pg.min_member, 0.1)
