@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,7 +39,7 @@ def rfc3339(ts: float) -> str:
 
 
 def compute_status(
-    pg: PodGroup, pods: list[Pod], placed: set[str], started: float | None
+    pg: PodGroup, pods: list[Pod], placed: AbstractSet[str], started: float | None
 ) -> dict[str, Any]:
     scheduled = sum(1 for p in pods if p.node_name or p.key in placed)
     running = sum(1 for p in pods if p.phase == "Running" and p.node_name)
