@@ -202,7 +202,7 @@ class Simulation:
                 )
             await s.settle()
         # Let coalesced writes (PodGroup status) that are due soon go out.
-        end = self.clock.now() + 10.0
+        end = self.clock.now() + 10.0 if until is None else max(until, self.clock.now())
         while (d := self.clock.next_deadline()) is not None and d <= end:
             self.clock.advance_to(d)
             await s.settle()

@@ -1,0 +1,80 @@
+"""PodGroup status: phases from counts, and coalesced writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.api.parse import parse_pod_group
+from scheduler.api.types import Pod, PodGroup
+from scheduler.clock import VirtualClock
+from scheduler.cluster import InMemoryCluster
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import ActionType, ClusterEvent, EventResource
+from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.plugins.coscheduling.status import PodGroupStatusTracker, compute_status
+from tests.builders import make_pod
+from tests.unit.plugins.conftest import FakeLister
+
+PG = parse_pod_group({"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}})
+assert isinstance(PG, PodGroup)
+
+
+def pod(i: int, node: str = "", phase: str = "Pending") -> Pod:
+    b = make_pod(f"p{i}").group("g")
+    if node:
+        b.node(node)
+    return b.phase(phase).build()
+
+
+@pytest.mark.parametrize(
+    ("pods", "started", "phase", "counts"),
+    [
+        ([pod(0)], None, "Pending", (0, 0, 0, 0)),
+        ([pod(0), pod(1)], None, "PreScheduling", (0, 0, 0, 0)),
+        ([pod(0, "n", "Pending"), pod(1)], 5.0, "Scheduling", (1, 0, 0, 0)),
+        ([pod(0, "n", "Pending"), pod(1, "n", "Pending")], 5.0, "Scheduled", (2, 0, 0, 0)),
+        ([pod(0, "n", "Running"), pod(1, "n", "Running")], 5.0, "Running", (2, 2, 0, 0)),
+        ([pod(0, "n", "Succeeded"), pod(1, "n", "Succeeded")], 5.0, "Finished", (2, 0, 2, 0)),
+        ([pod(0, "n", "Failed"), pod(1, "n", "Running")], 5.0, "Failed", (2, 1, 0, 1)),
+    ],
+)
+def test_phase(
+    pods: list[Pod], started: float | None, phase: str, counts: tuple[int, int, int, int]
+) -> None:
+    st = compute_status(PG, pods, set(), started)
+    assert st["phase"] == phase
+    assert (st["scheduled"], st["running"], st["succeeded"], st["failed"]) == counts
+    assert ("scheduleStartTime" in st) is (started is not None)
+
+
+async def test_a_thousand_binds_cost_one_patch() -> None:
+    clock = VirtualClock(start=1_700_000_000)
+    cluster = InMemoryCluster()
+    cluster.pod_groups["default/g"] = {"metadata": {"name": "g"}, "status": {}}
+    lister = FakeLister()
+    lister.groups["default/g"] = PG
+    tasks: list[Any] = []
+    handle = Handle(
+        clock=clock, client=cluster, waiting_pods=WaitingPods(), lister=lister, spawn=tasks.append
+    )
+    tracker = PodGroupStatusTracker(handle, 1.0, {})
+    event = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD)
+    for i in range(1000):
+        p = pod(i, "n", "Running")
+        lister.pods[p.key] = p
+        for w in handle.watchers:
+            w(event, None, p)
+        clock.advance_by(0.0005)
+    assert cluster.status_patches == 0 and not tasks
+    clock.advance_by(1)
+    assert len(tasks) == 1
+    await tasks.pop()
+    assert cluster.status_patches == 1
+    assert cluster.pod_groups["default/g"]["status"]["phase"] == "Running"
+    assert cluster.pod_groups["default/g"]["status"]["running"] == 1000
+    # Nothing changed: no new patch.
+    tracker.mark(PG.key)
+    clock.advance_by(1)
+    assert not tasks and tracker.patches == 1
