@@ -290,6 +290,15 @@ def simulate(
     return asyncio.run(Simulation(objects, config).run(until))
 
 
+def _human(resource: str, v: float | int) -> str:
+    """Bytes in binary units for people (the JSON output keeps plain numbers)."""
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if v >= size:
+                return f"{v / size:.1f}".removesuffix(".0") + unit
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
 def format_table(result: SimulationResult) -> str:
     lines = []
     w = max([len("POD"), *(len(k) for k in result.pods)])
@@ -307,7 +316,10 @@ def format_table(result: SimulationResult) -> str:
     nw2 = max([len("NODE"), *(len(k) for k in result.nodes)])
     lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")
     for name, use in result.nodes.items():
-        parts = [f"{r} {u['requested']}/{u['allocatable']}" for r, u in use.items()]
+        parts = [
+            f"{r} {_human(r, u['requested'])}/{_human(r, u['allocatable'])}"
+            for r, u in use.items()
+        ]
         lines.append(f"{name:<{nw2}}  {', '.join(parts)}")
     return "\n".join(lines)
 
