@@ -269,3 +269,23 @@ def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["simulate", "--config", str(f), "tests/fixtures/sim/ports.yaml"]) == 2
     err = capsys.readouterr().err
     assert 'plugin "PrioritySort" does not implement score' in err
+
+
+def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
+    c = parse_config(
+        cfg(
+            profiles=[
+                {
+                    "plugins": {
+                        "multiPoint": {
+                            "disabled": [{"name": "Coscheduling"}],
+                            "enabled": [{"name": "PrioritySort"}],
+                        }
+                    }
+                }
+            ]
+        ),
+        IN_TREE,
+    )
+    assert names(c, "queueSort") == ["PrioritySort"]
+    assert names(c, "permit") == []
