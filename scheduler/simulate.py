@@ -317,8 +317,7 @@ def format_table(result: SimulationResult) -> str:
     lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")
     for name, use in result.nodes.items():
         parts = [
-            f"{r} {_human(r, u['requested'])}/{_human(r, u['allocatable'])}"
-            for r, u in use.items()
+            f"{r} {_human(r, u['requested'])}/{_human(r, u['allocatable'])}" for r, u in use.items()
         ]
         lines.append(f"{name:<{nw2}}  {', '.join(parts)}")
     return "\n".join(lines)

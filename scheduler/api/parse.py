@@ -439,17 +439,26 @@ def _invalid(kind: str, obj: Mapping[str, Any], e: ParseError, namespaced: bool)
     return InvalidObject(kind, ns, name or "<unnamed>", str(e))
 
 
+def _guarded(
+    kind: str, obj: Mapping[str, Any], namespaced: bool, parse: Callable[[], T]
+) -> T | InvalidObject:
+    """Run a parser; any problem becomes an InvalidObject naming the field."""
+    try:
+        return parse()
+    except ParseError as e:
+        return _invalid(kind, obj, e, namespaced)
+    except (TypeError, ValueError, AttributeError) as e:
+        return _invalid(kind, obj, ParseError("spec", f"malformed: {e}"), namespaced)
+
+
 def parse_pod(
     obj: Mapping[str, Any],
     priority_classes: Mapping[str, PriorityClass] | None = None,
     milli_resources: frozenset[str] = MILLI_RESOURCES,
 ) -> Pod | InvalidObject:
-    try:
-        return _parse_pod(obj, priority_classes or {}, milli_resources)
-    except ParseError as e:
-        return _invalid("Pod", obj, e, True)
-    except (TypeError, ValueError, AttributeError) as e:
-        return _invalid("Pod", obj, ParseError("spec", f"malformed: {e}"), True)
+    return _guarded(
+        "Pod", obj, True, lambda: _parse_pod(obj, priority_classes or {}, milli_resources)
+    )
 
 
 def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> int:
@@ -551,74 +560,73 @@ def _parse_pod(
     )
 
 
+def _parse_node(obj: Mapping[str, Any], milli_resources: frozenset[str]) -> Node:
+    md, _, name = _meta(obj, False)
+    spec = _map(obj, "spec", "")
+    status = _map(obj, "status", "")
+    alloc_key = "allocatable" if status.get("allocatable") is not None else "capacity"
+    images = []
+    for p, img in _objs(status, "images", "status."):
+        names = tuple(_normalize_image(str(n)) for n in _list(img, "names", p))
+        images.append(ContainerImage(names, _int(img, "sizeBytes", p, 0) or 0))
+    unsched = spec.get("unschedulable", False)
+    if not isinstance(unsched, bool):
+        raise ParseError("spec.unschedulable", "must be a boolean")
+    return Node(
+        name=NodeName(name),
+        uid=_str(md, "uid", "metadata."),
+        labels=_str_map(md, "labels", "metadata."),
+        allocatable=resource_list(status, alloc_key, "status.", milli_resources),
+        taints=tuple(_taint(t, p) for p, t in _objs(spec, "taints", "spec.")),
+        unschedulable=unsched,
+        images=tuple(images),
+        raw=obj,
+    )
+
+
 def parse_node(
     obj: Mapping[str, Any], milli_resources: frozenset[str] = MILLI_RESOURCES
 ) -> Node | InvalidObject:
-    try:
-        md, _, name = _meta(obj, False)
-        spec = _map(obj, "spec", "")
-        status = _map(obj, "status", "")
-        alloc_key = "allocatable" if status.get("allocatable") is not None else "capacity"
-        images = []
-        for p, img in _objs(status, "images", "status."):
-            names = tuple(_normalize_image(str(n)) for n in _list(img, "names", p))
-            images.append(ContainerImage(names, _int(img, "sizeBytes", p, 0) or 0))
-        unsched = spec.get("unschedulable", False)
-        if not isinstance(unsched, bool):
-            raise ParseError("spec.unschedulable", "must be a boolean")
-        return Node(
-            name=NodeName(name),
-            uid=_str(md, "uid", "metadata."),
-            labels=_str_map(md, "labels", "metadata."),
-            allocatable=resource_list(status, alloc_key, "status.", milli_resources),
-            taints=tuple(_taint(t, p) for p, t in _objs(spec, "taints", "spec.")),
-            unschedulable=unsched,
-            images=tuple(images),
-            raw=obj,
-        )
-    except ParseError as e:
-        return _invalid("Node", obj, e, False)
-    except (TypeError, ValueError, AttributeError) as e:
-        return _invalid("Node", obj, ParseError("spec", f"malformed: {e}"), False)
+    return _guarded("Node", obj, False, lambda: _parse_node(obj, milli_resources))
+
+
+def _parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
+    md, ns, name = _meta(obj, True)
+    spec = _map(obj, "spec", "")
+    mm = _int(spec, "minMember", "spec.", 1)
+    if mm is None or mm < 1:
+        raise ParseError("spec.minMember", "must be greater than or equal to 1")
+    timeout = _int(spec, "scheduleTimeoutSeconds", "spec.")
+    if timeout is not None and timeout < 1:
+        raise ParseError("spec.scheduleTimeoutSeconds", "must be greater than or equal to 1")
+    status = obj.get("status")
+    return PodGroup(
+        namespace=ns,
+        name=name,
+        uid=_str(md, "uid", "metadata."),
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
+        min_member=mm,
+        min_resources=resource_list(spec, "minResources", "spec."),
+        schedule_timeout_seconds=timeout,
+        status=dict(status) if isinstance(status, Mapping) else {},
+        raw=obj,
+    )
 
 
 def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup | InvalidObject:
-    try:
-        md, ns, name = _meta(obj, True)
-        spec = _map(obj, "spec", "")
-        mm = _int(spec, "minMember", "spec.", 1)
-        if mm is None or mm < 1:
-            raise ParseError("spec.minMember", "must be greater than or equal to 1")
-        timeout = _int(spec, "scheduleTimeoutSeconds", "spec.")
-        if timeout is not None and timeout < 1:
-            raise ParseError("spec.scheduleTimeoutSeconds", "must be greater than or equal to 1")
-        status = obj.get("status")
-        return PodGroup(
-            namespace=ns,
-            name=name,
-            uid=_str(md, "uid", "metadata."),
-            creation_timestamp=parse_timestamp(
-                md.get("creationTimestamp"), "metadata.creationTimestamp"
-            ),
-            min_member=mm,
-            min_resources=resource_list(spec, "minResources", "spec."),
-            schedule_timeout_seconds=timeout,
-            status=dict(status) if isinstance(status, Mapping) else {},
-            raw=obj,
-        )
-    except ParseError as e:
-        return _invalid("PodGroup", obj, e, True)
-    except (TypeError, ValueError, AttributeError) as e:
-        return _invalid("PodGroup", obj, ParseError("spec", f"malformed: {e}"), True)
+    return _guarded("PodGroup", obj, True, lambda: _parse_pod_group(obj))
+
+
+def _parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
+    _, _, name = _meta(obj, False)
+    v = _int(obj, "value", "")
+    if v is None:
+        raise ParseError("value", "must be specified")
+    gd = obj.get("globalDefault", False)
+    return PriorityClass(name, v, bool(gd))
 
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass | InvalidObject:
-    try:
-        _, _, name = _meta(obj, False)
-        v = _int(obj, "value", "")
-        if v is None:
-            raise ParseError("value", "must be specified")
-        gd = obj.get("globalDefault", False)
-        return PriorityClass(name, v, bool(gd))
-    except ParseError as e:
-        return _invalid("PriorityClass", obj, e, False)
+    return _guarded("PriorityClass", obj, False, lambda: _parse_priority_class(obj))

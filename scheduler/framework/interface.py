@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -332,6 +332,16 @@ EXTENSION_POINTS: Mapping[str, tuple[type, ...]] = {
     "bind": (BindPlugin,),
     "postBind": (PostBindPlugin,),
 }
+
+
+class NoArgs:
+    """Base for plugins that take no arguments: `new` refuses any, naming it."""
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        for k in args:
+            raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
+        return cls()
 
 
 def implements(plugin: object, point: str) -> bool:

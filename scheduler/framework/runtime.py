@@ -65,6 +65,13 @@ class ProfileError(ValueError):
     """A profile cannot be built (bad plugin arguments, a plugin at a wrong point)."""
 
 
+def plugin_error(name: str, point: str, pod: Pod, e: Exception) -> Status:
+    """A plugin raised: log it with the pod and make it an ERROR status. Bugs in
+    plugins are caught here, at the plugin boundary, and nowhere else."""
+    log.error("plugin %s: %s failed for %s", name, point, pod.key, exc_info=e)
+    return Status(Code.ERROR, (f"{name}: {e}",), name)
+
+
 def _does_not_implement(name: str, point: str) -> str:
     return f'plugin "{name}" does not implement {point}'
 
@@ -259,8 +266,7 @@ class Profile:
             try:
                 st = p.pre_enqueue(pod)
             except Exception as e:
-                log.exception("plugin %s: pre_enqueue failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "pre_enqueue", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -275,8 +281,7 @@ class Profile:
             try:
                 result, st = p.pre_filter(state, pod, nodes)
             except Exception as e:
-                log.exception("plugin %s: pre_filter failed for %s", name, pod.key)
-                return None, Status(Code.ERROR, (f"{name}: {e}",), name)
+                return None, plugin_error(name, "pre_filter", pod, e)
             if st.is_skip:
                 state.skip_filter.add(name)
                 continue
@@ -307,8 +312,7 @@ class Profile:
             try:
                 result = p.filter(state, pod, nodes, live_rows)
             except Exception as e:
-                log.exception("plugin %s: filter failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "filter", pod, e)
             if result.rejected.shape[1] == 0:
                 continue
             ok = result.feasible
@@ -328,8 +332,7 @@ class Profile:
             try:
                 nominated, st = p.post_filter(state, pod, filtered)
             except Exception as e:
-                log.exception("plugin %s: post_filter failed for %s", name, pod.key)
-                return None, Status(Code.ERROR, (f"{name}: {e}",), name)
+                return None, plugin_error(name, "post_filter", pod, e)
             if st.is_success:
                 return nominated, st.with_plugin(name)
             if st.code is Code.ERROR or st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -344,8 +347,7 @@ class Profile:
             try:
                 st = p.pre_score(state, pod, nodes, rows)
             except Exception as e:
-                log.exception("plugin %s: pre_score failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "pre_score", pod, e)
             if st.is_skip:
                 state.skip_score.add(name)
             elif not st.is_success:
@@ -365,8 +367,7 @@ class Profile:
                 if norm is not None:
                     s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
             except Exception as e:
-                log.exception("plugin %s: score failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "score", pod, e)
             if len(s) and (s.min() < 0 or s.max() > MAX_NODE_SCORE):
                 return Status(
                     Code.ERROR,
@@ -381,8 +382,7 @@ class Profile:
             try:
                 st = p.reserve(state, pod, node)
             except Exception as e:
-                log.exception("plugin %s: reserve failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "reserve", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -401,8 +401,7 @@ class Profile:
             try:
                 st, timeout = p.permit(state, pod, node)
             except Exception as e:
-                log.exception("plugin %s: permit failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "permit", pod, e)
             if st.is_wait:
                 timeouts[name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
             elif not st.is_success:
@@ -428,8 +427,7 @@ class Profile:
             try:
                 st = await p.pre_bind(state, pod, node)
             except Exception as e:
-                log.exception("plugin %s: pre_bind failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "pre_bind", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -439,8 +437,7 @@ class Profile:
             try:
                 st = await p.bind(state, pod, node)
             except Exception as e:
-                log.exception("plugin %s: bind failed for %s", name, pod.key)
-                return Status(Code.ERROR, (f"{name}: {e}",), name)
+                return plugin_error(name, "bind", pod, e)
             if st.is_skip:
                 continue
             return st.with_plugin(name)

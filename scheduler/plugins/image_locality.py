@@ -3,15 +3,13 @@ how widely each image is spread (imagelocality/image_locality.go)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Self
+from typing import Final
 
 import numpy as np
 
 from scheduler.api.types import Pod
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import Int64Array, IntpArray, PreScorePlugin, ScorePlugin
+from scheduler.framework.interface import Int64Array, IntpArray, NoArgs, PreScorePlugin, ScorePlugin
 from scheduler.framework.status import SKIP, SUCCESS, Status
 from scheduler.snapshot import NodeTable
 
@@ -26,12 +24,8 @@ def calculate_priority(sums: Int64Array, num_containers: int) -> Int64Array:
     return 100 * (s - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
 
 
-class ImageLocality(PreScorePlugin, ScorePlugin):
+class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
     NAME: Final = "ImageLocality"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         if not pod.images or not any(nodes.image_index.get(i) for i in pod.images):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Self
+from collections.abc import Sequence
+from typing import Final
 
 from scheduler.api.types import Pod
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -17,6 +16,7 @@ from scheduler.framework.interface import (
     FilterPlugin,
     FilterResult,
     IntpArray,
+    NoArgs,
     PreFilterPlugin,
     PreFilterResult,
 )
@@ -26,12 +26,8 @@ from scheduler.snapshot import NodeTable
 ERR_REASON: Final = "node(s) didn't match the requested node name"
 
 
-class NodeName(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodeName(NoArgs, PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME: Final = "NodeName"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable

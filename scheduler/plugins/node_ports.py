@@ -6,14 +6,13 @@ so the filter looks only at the few rows that use one of the pod's ports.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Self
+from collections.abc import Sequence
+from typing import Any, Final
 
 import numpy as np
 
 from scheduler.api.types import HostPort, Pod
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -23,6 +22,7 @@ from scheduler.framework.interface import (
     FilterPlugin,
     FilterResult,
     IntpArray,
+    NoArgs,
     PreFilterPlugin,
     PreFilterResult,
     QueueingHint,
@@ -47,12 +47,8 @@ def conflicting_rows(nodes: NodeTable, ports: Sequence[HostPort]) -> set[int]:
     return bad
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodePorts(NoArgs, PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME: Final = "NodePorts"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable

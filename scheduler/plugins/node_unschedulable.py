@@ -4,12 +4,11 @@ pod tolerates node.kubernetes.io/unschedulable:NoSchedule
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Self
+from collections.abc import Sequence
+from typing import Final
 
 from scheduler.api.types import Pod, Taint, TaintEffect
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
@@ -19,6 +18,7 @@ from scheduler.framework.interface import (
     FilterPlugin,
     FilterResult,
     IntpArray,
+    NoArgs,
 )
 from scheduler.framework.status import Code
 from scheduler.snapshot import NodeTable
@@ -27,12 +27,8 @@ ERR_REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)
 
 
-class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
+class NodeUnschedulable(NoArgs, FilterPlugin, EnqueueExtensions):
     NAME: Final = "NodeUnschedulable"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray

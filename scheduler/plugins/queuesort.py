@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final, Self
+from typing import Final
 
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import QueuedPodInfo, QueueSortPlugin
+from scheduler.framework.interface import NoArgs, QueuedPodInfo, QueueSortPlugin
 
 
-class PrioritySort(QueueSortPlugin):
+class PrioritySort(NoArgs, QueueSortPlugin):
     NAME: Final = "PrioritySort"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def sort_key(self, p: QueuedPodInfo) -> tuple[int, float, int]:
         return (-p.pod.priority, p.timestamp, p.seq)

@@ -3,29 +3,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Self
+from collections.abc import Sequence
+from typing import Any, Final
 
 from scheduler.api.types import Pod
-from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
     EventResource,
+    NoArgs,
     PreEnqueuePlugin,
     QueueingHint,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 
 
-class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
+class SchedulingGates(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
     NAME: Final = "SchedulingGates"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.scheduling_gates:

@@ -4,14 +4,13 @@ taint; prefer nodes with fewer untolerated PreferNoSchedule taints
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, Self
+from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 
 from scheduler.api.types import Pod, Taint, TaintEffect, Toleration
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
     BoolArray,
@@ -23,6 +22,7 @@ from scheduler.framework.interface import (
     FilterResult,
     Int64Array,
     IntpArray,
+    NoArgs,
     PreScorePlugin,
     ScoreExtensions,
     ScorePlugin,
@@ -43,13 +43,9 @@ def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
 
 
 class TaintToleration(
-    FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions
+    NoArgs, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions
 ):
     NAME: Final = "TaintToleration"
-
-    @classmethod
-    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls()
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray

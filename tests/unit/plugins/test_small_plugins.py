@@ -133,3 +133,11 @@ async def test_default_binder() -> None:
     cluster.fail_binds[pod.key] = [BindConflict("x")]
     st = await binder.bind(CycleState(), pod, NodeNameT("n2"))
     assert st.message.startswith(ALREADY_BOUND)
+
+
+def test_plugins_without_arguments_refuse_them() -> None:
+    from scheduler.framework.interface import PluginArgsError
+
+    with pytest.raises(PluginArgsError) as e:
+        NodePorts.new({"ports": [1]}, make_handle())
+    assert e.value.field_path == "ports"
