@@ -288,7 +288,12 @@ class Cache:
     # ---- snapshot --------------------------------------------------------------------
 
     def update_snapshot(self, snapshot: Snapshot) -> None:
-        """Copy into `snapshot` the rows changed since the last call."""
+        """Copy into `snapshot` the rows changed since the last call.
+
+        Counters a plugin registered on the snapshot are built here too, so that
+        the cache keeps them up to date from now on."""
+        for matcher in snapshot.counters.keys() - self.table.counters.keys():
+            self.table.match_counts(matcher)
         if (
             self._snapshot_structure != self._structure_version
             or snapshot.capacity != self.table.capacity

@@ -33,6 +33,7 @@ from scheduler.api.types import (
     MEMORY,
     PODS,
     HostPort,
+    LabelSelector,
     Node,
     NodeName,
     Pod,
@@ -58,6 +59,22 @@ class IsolatedCPU:
 
     def applies(self, pod: Pod) -> bool:
         return pod.annotations.get(self.annotation, "").lower() == "true"
+
+
+@dataclass(frozen=True, slots=True)
+class PodMatcher:
+    """Which pods a per-node counter counts: a namespace set (None: every
+    namespace) and a label selector; pods being deleted are not counted."""
+
+    namespaces: frozenset[str] | None
+    selector: LabelSelector
+
+    def matches(self, pod: Pod) -> bool:
+        return (
+            (self.namespaces is None or pod.namespace in self.namespaces)
+            and not pod.deleting
+            and self.selector.matches(pod.labels)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +136,9 @@ class NodeTable:
         self.port_index: dict[tuple[str, int], dict[int, Counter[str]]] = {}
         # image name -> row -> size in bytes.
         self.image_index: dict[str, dict[int, int]] = {}
+        # Per-node counts of the pods each registered matcher matches, kept
+        # incrementally by `charge` (topology spread, inter-pod affinity).
+        self.counters: dict[PodMatcher, Int64Array] = {}
 
     # ---- reading -------------------------------------------------------------
 
@@ -152,6 +172,17 @@ class NodeTable:
     def resource_col(self, name: str) -> int | None:
         return self.col.get(name)
 
+    def match_counts(self, matcher: PodMatcher) -> Int64Array:
+        """Per row, how many of its pods `matcher` matches. The first call for a
+        matcher counts every pod once; after that `charge` keeps it up to date."""
+        counts = self.counters.get(matcher)
+        if counts is None:
+            counts = np.zeros(self.capacity, dtype=np.int64)
+            for row in self.valid_rows().tolist():
+                counts[row] = sum(1 for p in self.pods[row].values() if matcher.matches(p))
+            self.counters[matcher] = counts
+        return counts
+
     # ---- writing (cache only) -------------------------------------------------
 
     def _grow_rows(self, need: int) -> None:
@@ -174,6 +205,8 @@ class NodeTable:
         self.taint_matrix = grow(self.taint_matrix, False)
         for k, v in list(self.labels.items()):
             self.labels[k] = grow(v, NO_VALUE)
+        for m, c in list(self.counters.items()):
+            self.counters[m] = grow(c)
         self.capacity = cap
 
     def ensure_resource(self, name: str) -> int:
@@ -275,6 +308,8 @@ class NodeTable:
         self.taint_matrix[row] = False
         for col in self.labels.values():
             col[row] = NO_VALUE
+        for counts in self.counters.values():
+            counts[row] = 0
         self.generation[row] += 1
         self.free_rows.append(row)
 
@@ -303,6 +338,9 @@ class NodeTable:
             self.pods[row][pod.key] = pod
         else:
             self.pods[row].pop(pod.key, None)
+        for matcher, counts in self.counters.items():
+            if matcher.matches(pod):
+                counts[row] += sign
         self.generation[row] += 1
 
     # ---- copying (cache -> snapshot) -----------------------------------------
@@ -328,6 +366,12 @@ class NodeTable:
         self.taint_matrix[rows] = src.taint_matrix[rows]
         for k, col in src.labels.items():
             self.labels[k][rows] = col[rows]
+        for m, counts in src.counters.items():
+            mine = self.counters.get(m)
+            if mine is None:
+                self.counters[m] = counts.copy()
+            else:
+                mine[rows] = counts[rows]
         for r in rows.tolist():
             self.names[r] = src.names[r]
             self.node_objs[r] = src.node_objs[r]
@@ -365,6 +409,7 @@ class NodeTable:
         self.taint_matrix = src.taint_matrix.copy()
         self.node_objs = list(src.node_objs)
         self.pods = [dict(p) for p in src.pods]
+        self.counters = {m: c.copy() for m, c in src.counters.items()}
         self._share_sparse(src)
 
 

@@ -7,11 +7,18 @@ the scalar matching in `scheduler.api.types` (tests compare the two).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from scheduler.api.types import NodeSelector, NodeSelectorTerm, Requirement, SelectorOp
+from scheduler.api.types import (
+    NodeSelector,
+    NodeSelectorTerm,
+    Requirement,
+    SelectorOp,
+    TaintEffect,
+    Toleration,
+)
 from scheduler.framework.interface import BoolArray, IntpArray
 from scheduler.snapshot import NodeTable
 
@@ -88,3 +95,27 @@ def map_selector_mask(selector: Mapping[str, str], nodes: NodeTable, rows: IntpA
     for k, v in selector.items():
         mask &= requirement_mask(Requirement(k, SelectorOp.IN, (v,)), nodes, rows)
     return mask
+
+
+def hard_taint_columns(nodes: NodeTable, tolerations: Sequence[Toleration]) -> list[int]:
+    """Taint ids (columns of `taint_matrix`) with NoSchedule/NoExecute that the
+    tolerations do not tolerate."""
+    return [
+        i
+        for i, t in enumerate(nodes.taint_list)
+        if t.effect in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+        and not any(tol.tolerates(t) for tol in tolerations)
+    ]
+
+
+def tolerated_mask(
+    nodes: NodeTable, rows: IntpArray, tolerations: Sequence[Toleration]
+) -> BoolArray:
+    """Rows whose NoSchedule/NoExecute taints are all tolerated."""
+    cols = hard_taint_columns(nodes, tolerations)
+    if not cols:
+        return np.ones(len(rows), dtype=bool)
+    bad: BoolArray = np.logical_or.reduce(
+        nodes.taint_matrix[np.ix_(rows, np.array(cols, dtype=np.intp))], axis=1
+    )
+    return ~bad

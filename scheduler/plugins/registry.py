@@ -23,6 +23,7 @@ from scheduler.plugins.node_name import NodeName
 from scheduler.plugins.node_ports import NodePorts
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.plugins.taint_toleration import TaintToleration
@@ -40,6 +41,7 @@ IN_TREE: Final[Registry] = {
         NodeAffinity,
         NodePorts,
         NodeResourcesFit,
+        PodTopologySpread,
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
@@ -57,6 +59,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("NodeAffinity", weight=2),
     PluginSpec("NodePorts"),
     PluginSpec("NodeResourcesFit", weight=1),
+    PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
     PluginSpec("DefaultBinder"),

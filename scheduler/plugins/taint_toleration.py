@@ -10,6 +10,7 @@ from typing import Final
 import numpy as np
 
 from scheduler.api.types import Pod, Taint, TaintEffect, Toleration
+from scheduler.framework.columns import hard_taint_columns
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     ActionType,
@@ -51,11 +52,7 @@ class TaintToleration(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> FilterResult:
         taints = nodes.taint_list
-        bad_cols = [
-            i
-            for i, t in enumerate(taints)
-            if t.effect in HARD_EFFECTS and not tolerated(t, pod.tolerations)
-        ]
+        bad_cols = hard_taint_columns(nodes, pod.tolerations)
         if not bad_cols:
             return FilterResult.all_pass(len(rows))
         m = nodes.taint_matrix[np.ix_(rows, np.array(bad_cols, dtype=np.intp))]

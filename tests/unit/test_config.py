@@ -33,12 +33,14 @@ def test_default_profile() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
     ]
     weights = {s.name: s.weight for s in c.profiles[0].plugins["score"]}
     assert weights == {
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }

@@ -1,0 +1,326 @@
+"""PodTopologySpread, filter and score (the seed's cases and kube-scheduler's rules)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.api.parse import parse_label_selector
+from scheduler.config import default_config
+from scheduler.framework.interface import PluginArgsError
+from scheduler.plugins.pod_topology_spread import (
+    ERR_REASON_CONSTRAINTS_NOT_MATCH,
+    ERR_REASON_NODE_LABEL_NOT_MATCH,
+    PodTopologySpread,
+)
+from scheduler.plugins.registry import IN_TREE
+from scheduler.simulate import simulate
+from scheduler.snapshot import PodMatcher
+from tests.builders import make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+
+ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
+SKEW = (ERR_REASON_CONSTRAINTS_NOT_MATCH,)
+WEB = parse_label_selector({"matchLabels": {"app": "web"}}, "s.")
+
+
+def spread(
+    key: str, max_skew: int = 1, when: str = "DoNotSchedule", **extra: Any
+) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "maxSkew": max_skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": when,
+        "labelSelector": {"matchLabels": {"app": "web"}},
+    }
+    c.update(extra)
+    return c
+
+
+def web(name: str) -> Any:
+    return make_pod(name).label("app", "web")
+
+
+# Four nodes in two zones with three matching pods: n1 1, n2 1, n3 1, n4 0.
+NODES = [
+    make_node("n1").zone("z1"),
+    make_node("n2").zone("z1"),
+    make_node("n3").zone("z2"),
+    make_node("n4").zone("z2"),
+]
+EXISTING = [
+    web("e1").node("n1"),
+    web("e2").node("n2"),
+    web("e3").node("n3"),
+    make_pod("other").label("app", "db").node("n4"),
+]
+
+
+def filter_result(
+    pod: Any, nodes: list[Any] = NODES, existing: list[Any] = EXISTING
+) -> dict[str, tuple[str, ...]]:
+    table = table_of([n.build() for n in nodes], [p.build() for p in existing])
+    return run_filter(PodTopologySpread.new({}, make_handle()), pod.build(), table)
+
+
+@pytest.mark.parametrize(
+    ("constraints", "want"),
+    [
+        pytest.param([spread(ZONE)], {"n1": SKEW, "n2": SKEW}, id="max-skew-1-by-zone"),
+        pytest.param([spread(HOST)], {"n1": SKEW, "n2": SKEW, "n3": SKEW}, id="max-skew-1-by-node"),
+        pytest.param([spread(ZONE, 2)], {}, id="max-skew-2"),
+        pytest.param(
+            [spread(ZONE), spread(HOST)],
+            {"n1": SKEW, "n2": SKEW, "n3": SKEW},
+            id="two-constraints-intersect",
+        ),
+        pytest.param(
+            [spread(ZONE, minDomains=3)],
+            {"n1": SKEW, "n2": SKEW, "n3": SKEW, "n4": SKEW},
+            id="min-domains-not-met",
+        ),
+        pytest.param([spread(ZONE, when="ScheduleAnyway")], {}, id="schedule-anyway-no-filter"),
+        pytest.param(
+            [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}],
+            {},
+            id="nil-selector-counts-nothing",
+        ),
+    ],
+)
+def test_filter(constraints: list[dict[str, Any]], want: dict[str, Any]) -> None:
+    pod = web("p").spec(topologySpreadConstraints=constraints)
+    assert filter_result(pod) == want
+
+
+def test_node_without_the_key_is_rejected_as_unresolvable() -> None:
+    nodes = [*NODES, make_node("bare")]
+    pod = web("p").spec(topologySpreadConstraints=[spread(ZONE)])
+    got = filter_result(pod, nodes)
+    assert got["bare"] == (ERR_REASON_NODE_LABEL_NOT_MATCH,)
+
+
+def test_match_label_keys() -> None:
+    existing = [
+        web("a").label("v", "1").node("n1"),
+        web("b").label("v", "1").node("n2"),
+        web("c").label("v", "2").node("n3"),
+        web("d").label("v", "2").node("n4"),
+    ]
+    pod = (
+        web("p")
+        .label("v", "1")
+        .spec(topologySpreadConstraints=[spread(ZONE, matchLabelKeys=["v"])])
+    )
+    # Only v=1 pods count: z1 has 2, z2 has 0.
+    assert filter_result(pod, NODES, existing) == {"n1": SKEW, "n2": SKEW}
+
+
+TAINTED = [
+    make_node("n1").zone("z1"),
+    make_node("n2").zone("z1"),
+    make_node("n3").zone("z2"),
+    make_node("n5").zone("z3").taint("dedicated", "infra"),
+]
+TAINTED_PODS = [web("e1").node("n1"), web("e2").node("n2"), web("e3").node("n3")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "want"),
+    [
+        # z3's only node is tainted but still a domain with 0 pods: min is 0.
+        pytest.param("Ignore", {"n1": SKEW, "n2": SKEW, "n3": SKEW}, id="ignore-taints"),
+        # Honor: the tainted node does not count, z3 is no domain: min is 1.
+        pytest.param("Honor", {"n1": SKEW, "n2": SKEW}, id="honor-taints"),
+    ],
+)
+def test_zone_whose_only_node_is_tainted(policy: str, want: dict[str, Any]) -> None:
+    pod = web("p").spec(topologySpreadConstraints=[spread(ZONE, nodeTaintsPolicy=policy)])
+    assert filter_result(pod, TAINTED, TAINTED_PODS) == want
+
+
+def tainted_cluster(constraint: dict[str, Any]) -> dict[str, Any]:
+    objs = [n.obj() for n in TAINTED] + [p.obj() for p in TAINTED_PODS]
+    objs.append(web("p").spec(topologySpreadConstraints=[constraint]).obj())
+    return simulate(objs, default_config(IN_TREE)).to_json_obj()["pods"]["default/p"]
+
+
+def test_tainted_zone_end_to_end() -> None:
+    assert tainted_cluster(spread(ZONE)) == {
+        "node": None,
+        "reason": "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra},"
+        " 3 node(s) didn't match pod topology spread constraints.",
+    }
+    assert tainted_cluster(spread(ZONE, nodeTaintsPolicy="Honor"))["node"] == "n3"
+    assert tainted_cluster(spread(ZONE, when="ScheduleAnyway"))["node"] == "n3"
+
+
+@pytest.mark.parametrize(
+    ("policy", "want"),
+    [
+        # Honor (default): only env=qa nodes count: z1 1 (n1), z2 1 (n3).
+        pytest.param("Honor", {}, id="honor-affinity"),
+        # Ignore: every node counts: z1 2, z2 1.
+        pytest.param("Ignore", {"n1": SKEW, "n2": SKEW}, id="ignore-affinity"),
+    ],
+)
+def test_spread_limited_to_qa_nodes(policy: str, want: dict[str, Any]) -> None:
+    nodes = [
+        make_node("n1").zone("z1").label("env", "qa"),
+        make_node("n2").zone("z1"),
+        make_node("n3").zone("z2").label("env", "qa"),
+        make_node("n4").zone("z2"),
+    ]
+    pod = (
+        web("p")
+        .node_selector(env="qa")
+        .spec(topologySpreadConstraints=[spread(ZONE, nodeAffinityPolicy=policy)])
+    )
+    assert filter_result(pod, nodes, EXISTING[:3]) == want
+
+
+def test_score_prefers_emptier_domains() -> None:
+    table = table_of([n.build() for n in NODES], [p.build() for p in EXISTING])
+    pod = web("p").spec(topologySpreadConstraints=[spread(ZONE, when="ScheduleAnyway")]).build()
+    got = run_score(PodTopologySpread.new({}, make_handle()), pod, table)
+    # z1: 2 pods, z2: 1; weight log(2 + 2); raw 3 and 1; normalised 100*(3+1-s)/3
+    assert got == {"n1": 33, "n2": 33, "n3": 100, "n4": 100}
+
+
+def test_score_by_hostname_and_ignored_nodes() -> None:
+    nodes = [*NODES, make_node("bare").label(HOST, "")]
+    nodes[-1]._o["metadata"]["labels"].pop(HOST)
+    table = table_of([n.build() for n in nodes], [p.build() for p in EXISTING])
+    pod = web("p").spec(topologySpreadConstraints=[spread(ZONE, when="ScheduleAnyway")]).build()
+    got = run_score(PodTopologySpread.new({}, make_handle()), pod, table)
+    assert got is not None and got["bare"] == 0  # lacks the key: ignored
+
+
+def test_pods_without_constraints_are_skipped() -> None:
+    table = table_of([n.build() for n in NODES])
+    plugin = PodTopologySpread.new({}, make_handle())
+    assert run_filter(plugin, web("p").build(), table) == {}
+    assert run_score(plugin, web("p").build(), table) is None
+
+
+def test_list_defaults_use_the_workload_selector() -> None:
+    handle = make_handle()
+    handle.lister.default_selector = lambda pod: WEB  # type: ignore[attr-defined]
+    plugin = PodTopologySpread.new(
+        {
+            "defaultingType": "List",
+            "defaultConstraints": [
+                {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+            ],
+        },
+        handle,
+    )
+    table = table_of([n.build() for n in NODES], [p.build() for p in EXISTING])
+    assert run_filter(plugin, web("p").build(), table) == {"n1": SKEW, "n2": SKEW}
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"defaultingType": "Magic"}, "defaultingType"),
+        ({"defaultConstraints": [{"maxSkew": 1}]}, "defaultConstraints"),
+        (
+            {
+                "defaultingType": "List",
+                "defaultConstraints": [
+                    {"maxSkew": 0, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+                ],
+            },
+            "defaultConstraints[0].maxSkew",
+        ),
+        (
+            {
+                "defaultingType": "List",
+                "defaultConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": ZONE,
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {},
+                    }
+                ],
+            },
+            "defaultConstraints[0].labelSelector",
+        ),
+    ],
+)
+def test_args(args: dict[str, Any], field: str) -> None:
+    with pytest.raises(PluginArgsError) as e:
+        PodTopologySpread.new(args, make_handle())
+    assert e.value.field_path == field
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    zones=st.lists(st.integers(0, 2), min_size=2, max_size=7),
+    pods=st.integers(1, 14),
+    skew=st.integers(1, 2),
+    key=st.sampled_from([ZONE, HOST]),
+)
+def test_no_do_not_schedule_violation_and_counts_stay_exact(
+    zones: list[int], pods: int, skew: int, key: str
+) -> None:
+    objs = [
+        make_node(f"n{i}").zone(f"z{z}").capacity(cpu=64, memory="64Gi", pods=110).obj()
+        for i, z in enumerate(zones)
+    ]
+    for j in range(pods):
+        objs.append(web(f"p{j}").spec(topologySpreadConstraints=[spread(key, skew)]).obj())
+    result = simulate(objs, default_config(IN_TREE)).to_json_obj()
+    placed: dict[str, int] = {}
+    for v in result["pods"].values():
+        if v["node"]:
+            dom = f"z{zones[int(v['node'][1:])]}" if key == ZONE else v["node"]
+            placed[dom] = placed.get(dom, 0) + 1
+    domains = {f"z{z}" for z in zones} if key == ZONE else {f"n{i}" for i in range(len(zones))}
+    counts = [placed.get(d, 0) for d in domains]
+    assert max(counts) - min(counts) <= skew
+    # Nothing left pending while spreading is possible: every pod fits somewhere.
+    assert all(v["node"] for v in result["pods"].values())
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.sampled_from(["web", "db"]), st.booleans()), max_size=20
+    )
+)
+def test_incremental_counts_equal_recounting(ops: list[tuple[int, str, bool]]) -> None:
+    from scheduler.api.types import NodeName, PodKey
+    from scheduler.cache import Cache
+    from scheduler.clock import VirtualClock
+    from scheduler.snapshot import Snapshot
+
+    cache = Cache(VirtualClock())
+    for n in NODES:
+        cache.add_node(n.build())
+    snap = Snapshot()
+    cache.update_snapshot(snap)
+    matcher = PodMatcher(frozenset({"default"}), WEB)
+    snap.match_counts(matcher)
+    for i, (node, app, remove) in enumerate(ops):
+        key = PodKey(f"default/p{i % 6}")
+        if remove or cache.pod(key) is not None:
+            if cache.is_assumed(key):
+                cache.forget_pod(key)
+            else:
+                cache.remove_pod(key)
+        else:
+            cache.assume_pod(
+                make_pod(f"p{i % 6}").label("app", app).build(), NodeName(f"n{node + 1}")
+            )
+        cache.update_snapshot(snap)
+    want = np.zeros(snap.capacity, dtype=np.int64)
+    for row in snap.valid_rows().tolist():
+        want[row] = sum(1 for p in snap.pods[row].values() if matcher.matches(p))
+    assert np.array_equal(snap.match_counts(matcher), want)
+    assert np.array_equal(cache.table.match_counts(matcher), want)
