@@ -41,6 +41,8 @@ class Case:
     per_node: bool = False
     target_pods_per_s: float | None = None
     gang_size: int = 0  # >0: pods come in PodGroups of this size (minMember = size)
+    spread: str | None = None  # the measured pods spread: DoNotSchedule | ScheduleAnyway
+    affinity: bool = False  # the measured pods require zone-0 or zone-1
     target_ms_per_group: float | None = None
 
 
@@ -52,6 +54,16 @@ CASES: dict[str, Case] = {
         Case("basic-500-per-node", 500, 1000, 2000, per_node=True),
         Case("basic-5000-per-node", 5000, 1000, 1000, per_node=True),
         Case("gang-5000", 5000, 0, 3000, gang_size=3, target_ms_per_group=3.7),
+        Case("node-affinity-5000", 5000, 5000, 10000, affinity=True, target_pods_per_s=330.0),
+        Case("spread-5000", 5000, 5000, 5000, spread="DoNotSchedule", target_pods_per_s=700.0),
+        Case(
+            "preferred-spread-5000",
+            5000,
+            5000,
+            5000,
+            spread="ScheduleAnyway",
+            target_pods_per_s=510.0,
+        ),
     )
 }
 
@@ -82,7 +94,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
             sched.on_pod_group(pg)
     for i in range(case.to_schedule):
         group = f"gang-{i // case.gang_size}" if case.gang_size else None
-        o = workloads.pod(i, group=group)
+        o = workloads.pod(i, group=group, spread=case.spread, affinity=case.affinity)
         cluster.pods[f"sched-perf/pod-{i}"] = o
         sched.on_pod(o)
     t_load = time.perf_counter() - t0

@@ -44,8 +44,26 @@ def pod_group(name: str, min_member: int) -> dict[str, Any]:
     }
 
 
+def spreading(when: str) -> list[dict[str, Any]]:
+    """scheduler_perf's pod-with-topology-spreading: hostname and zone, maxSkew 5."""
+    return [
+        {
+            "maxSkew": 5,
+            "topologyKey": key,
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchLabels": {"foo": "bar"}},
+        }
+        for key in ("kubernetes.io/hostname", "topology.kubernetes.io/zone")
+    ]
+
+
 def pod(
-    i: int, prefix: str = "pod", node_name: str | None = None, group: str | None = None
+    i: int,
+    prefix: str = "pod",
+    node_name: str | None = None,
+    group: str | None = None,
+    spread: str | None = None,
+    affinity: bool = False,
 ) -> dict[str, Any]:
     name = f"{prefix}-{i}"
     spec: dict[str, Any] = {
@@ -63,6 +81,27 @@ def pod(
     md: dict[str, Any] = {"name": name, "namespace": "sched-perf", "uid": f"uid-{name}"}
     if group:
         md["labels"] = {"scheduling.x-k8s.io/pod-group": group}
+    if spread:
+        md["labels"] = {"foo": "bar"}
+        spec["topologySpreadConstraints"] = spreading(spread)
+    if affinity:  # scheduler_perf's pod-with-node-affinity
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "topology.kubernetes.io/zone",
+                                    "operator": "In",
+                                    "values": ["zone-0", "zone-1"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
