@@ -23,7 +23,7 @@ The cache also indexes every known pod by PodGroup (pending ones too, through
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -264,6 +264,13 @@ class Cache:
                 members.discard(pod.key)
                 if not members:
                     del self._group_pods[g]
+
+    def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
+        """Namespace labels, for affinity terms' namespaceSelector (None: deleted)."""
+        if labels is None:
+            self.table.namespace_labels.pop(name, None)
+        else:
+            self.table.namespace_labels[name] = dict(labels)
 
     def add_pod_group(self, pg: PodGroup) -> None:
         self._groups[pg.key] = pg

@@ -231,6 +231,14 @@ class Scheduler:
         else:
             self.priority_classes[pc.name] = pc
 
+    def on_namespace(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        md = obj.get("metadata")
+        if not isinstance(md, Mapping) or not isinstance(md.get("name"), str):
+            log.warning("ignoring a Namespace without metadata.name")
+            return
+        labels = md.get("labels") if isinstance(md.get("labels"), Mapping) else {}
+        self.cache.set_namespace(md["name"], None if deleted else labels)
+
     def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         if deleted:
             name = str((obj.get("metadata") or {}).get("name", ""))

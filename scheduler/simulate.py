@@ -27,7 +27,7 @@ from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
 
 POD_GROUP_API_GROUPS = ("scheduling.x-k8s.io/", "scheduling.sigs.k8s.io/")
-KINDS = ("Node", "Pod", "PriorityClass", "PodGroup")
+KINDS = ("Namespace", "Node", "Pod", "PriorityClass", "PodGroup")
 
 
 class InputError(Exception):
@@ -136,6 +136,8 @@ class Simulation:
         by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
         for o in self.objects:
             by_kind[str(o.get("kind"))].append(dict(o))
+        for o in by_kind["Namespace"]:
+            s.on_namespace(o)
         for o in by_kind["PriorityClass"]:
             s.on_priority_class(o)
         for o in by_kind["Node"]:

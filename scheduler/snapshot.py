@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +37,10 @@ from scheduler.api.types import (
     Node,
     NodeName,
     Pod,
+    PodAffinityTerm,
     PodKey,
+    Requirement,
+    SelectorOp,
     Taint,
 )
 
@@ -48,6 +51,7 @@ IntpArray = npt.NDArray[np.intp]
 
 BASE_RESOURCES: Final = (CPU, MEMORY, "ephemeral-storage", PODS)
 NO_VALUE: Final = -1  # label id of a node that lacks the label key
+K = TypeVar("K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,88 @@ class PodMatcher:
             and not pod.deleting
             and self.selector.matches(pod.labels)
         )
+
+
+# A selector that matches no pod (kube-scheduler's labels.Nothing(), for nil selectors).
+MATCH_NOTHING: Final = LabelSelector((Requirement("", SelectorOp.IN, ("\x00",)),))
+
+
+@dataclass(frozen=True, slots=True)
+class TermKey:
+    """A pod affinity term carried by pods on the node table, with its kind:
+    "anti" (required anti-affinity), "affinity" (required), "preferred" and
+    "preferred-anti" (with their weight). The table counts, per row, the pods
+    that carry each distinct term."""
+
+    kind: str
+    matcher: PodMatcher
+    topology_key: str
+    weight: int = 0
+
+
+def term_matcher(
+    term: PodAffinityTerm, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]
+) -> PodMatcher:
+    """Which pods a term of `pod` selects (kube-scheduler's AffinityTerm)."""
+    sel = term.label_selector if term.label_selector is not None else MATCH_NOTHING
+    extra = [
+        Requirement(k, SelectorOp.IN, (pod.labels[k],))
+        for k in term.match_label_keys
+        if k in pod.labels
+    ]
+    extra += [
+        Requirement(k, SelectorOp.NOT_IN, (pod.labels[k],))
+        for k in term.mismatch_label_keys
+        if k in pod.labels
+    ]
+    if extra:
+        sel = LabelSelector(sel.requirements + tuple(extra))
+    namespaces: frozenset[str] | None
+    if term.namespace_selector is None:
+        namespaces = frozenset(term.namespaces or (pod.namespace,))
+    elif not term.namespace_selector.requirements:
+        namespaces = None  # an empty namespaceSelector: every namespace
+    else:
+        namespaces = frozenset(term.namespaces) | frozenset(
+            n for n, labels in namespace_labels.items() if term.namespace_selector.matches(labels)
+        )
+    return PodMatcher(namespaces, sel)
+
+
+def pod_term_keys(
+    pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]
+) -> tuple[TermKey, ...]:
+    out: list[TermKey] = []
+    aff, anti = pod.pod_affinity, pod.pod_anti_affinity
+    if aff is not None:
+        out += [
+            TermKey("affinity", term_matcher(t, pod, namespace_labels), t.topology_key)
+            for t in aff.required
+        ]
+        out += [
+            TermKey(
+                "preferred",
+                term_matcher(w.term, pod, namespace_labels),
+                w.term.topology_key,
+                w.weight,
+            )
+            for w in aff.preferred
+        ]
+    if anti is not None:
+        out += [
+            TermKey("anti", term_matcher(t, pod, namespace_labels), t.topology_key)
+            for t in anti.required
+        ]
+        out += [
+            TermKey(
+                "preferred-anti",
+                term_matcher(w.term, pod, namespace_labels),
+                w.term.topology_key,
+                w.weight,
+            )
+            for w in anti.preferred
+        ]
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +225,11 @@ class NodeTable:
         # Per-node counts of the pods each registered matcher matches, kept
         # incrementally by `charge` (topology spread, inter-pod affinity).
         self.counters: dict[PodMatcher, Int64Array] = {}
+        # Per distinct affinity term carried by placed pods, how many pods on each
+        # row carry it (inter-pod affinity's symmetric checks and scores).
+        self.term_counters: dict[TermKey, Int64Array] = {}
+        # Namespace name -> labels, for namespaceSelector (kept by the cache).
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
 
     # ---- reading -------------------------------------------------------------
 
@@ -207,6 +298,8 @@ class NodeTable:
             self.labels[k] = grow(v, NO_VALUE)
         for m, c in list(self.counters.items()):
             self.counters[m] = grow(c)
+        for t, c in list(self.term_counters.items()):
+            self.term_counters[t] = grow(c)
         self.capacity = cap
 
     def ensure_resource(self, name: str) -> int:
@@ -310,6 +403,8 @@ class NodeTable:
             col[row] = NO_VALUE
         for counts in self.counters.values():
             counts[row] = 0
+        for counts in self.term_counters.values():
+            counts[row] = 0
         self.generation[row] += 1
         self.free_rows.append(row)
 
@@ -341,6 +436,12 @@ class NodeTable:
         for matcher, counts in self.counters.items():
             if matcher.matches(pod):
                 counts[row] += sign
+        if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
+            for tk in pod_term_keys(pod, self.namespace_labels):
+                tc = self.term_counters.get(tk)
+                if tc is None:
+                    tc = self.term_counters[tk] = np.zeros(self.capacity, dtype=np.int64)
+                tc[row] += sign
         self.generation[row] += 1
 
     # ---- copying (cache -> snapshot) -----------------------------------------
@@ -366,12 +467,8 @@ class NodeTable:
         self.taint_matrix[rows] = src.taint_matrix[rows]
         for k, col in src.labels.items():
             self.labels[k][rows] = col[rows]
-        for m, counts in src.counters.items():
-            mine = self.counters.get(m)
-            if mine is None:
-                self.counters[m] = counts.copy()
-            else:
-                mine[rows] = counts[rows]
+        _copy_counter_rows(self.counters, src.counters, rows)
+        _copy_counter_rows(self.term_counters, src.term_counters, rows)
         for r in rows.tolist():
             self.names[r] = src.names[r]
             self.node_objs[r] = src.node_objs[r]
@@ -390,6 +487,7 @@ class NodeTable:
                 k: {r: Counter(c) for r, c in v.items()} for k, v in src.port_index.items()
             }
         self.image_index = src.image_index
+        self.namespace_labels = src.namespace_labels
 
     def _copy_all(self, src: NodeTable) -> None:
         self.capacity = src.capacity
@@ -410,7 +508,19 @@ class NodeTable:
         self.node_objs = list(src.node_objs)
         self.pods = [dict(p) for p in src.pods]
         self.counters = {m: c.copy() for m, c in src.counters.items()}
+        self.term_counters = {t: c.copy() for t, c in src.term_counters.items()}
         self._share_sparse(src)
+
+
+def _copy_counter_rows(
+    mine: dict[K, Int64Array], theirs: Mapping[K, Int64Array], rows: IntpArray
+) -> None:
+    for key, counts in theirs.items():
+        have = mine.get(key)
+        if have is None:
+            mine[key] = counts.copy()
+        else:
+            have[rows] = counts[rows]
 
 
 class Snapshot(NodeTable):

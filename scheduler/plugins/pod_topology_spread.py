@@ -55,7 +55,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
-from scheduler.snapshot import NodeTable, PodMatcher
+from scheduler.snapshot import MATCH_NOTHING, NodeTable, PodMatcher
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH: Final = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH: Final = ERR_REASON_CONSTRAINTS_NOT_MATCH + (
@@ -69,8 +69,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: Final = (
     TopologySpreadConstraint(3, ZONE, SCHEDULE_ANYWAY, None),
     TopologySpreadConstraint(5, HOSTNAME, SCHEDULE_ANYWAY, None),
 )
-# A constraint without labelSelector counts no pod (kube-scheduler: labels.Nothing()).
-MATCH_NOTHING: Final = LabelSelector((Requirement("", SelectorOp.IN, ("\x00",)),))
 _PRE_FILTER_KEY: Final = "PreFilterPodTopologySpread"
 _PRE_SCORE_KEY: Final = "PreScorePodTopologySpread"
 

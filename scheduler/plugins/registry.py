@@ -18,6 +18,7 @@ from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocatio
 from scheduler.plugins.coscheduling import Coscheduling
 from scheduler.plugins.default_binder import DefaultBinder
 from scheduler.plugins.image_locality import ImageLocality
+from scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.node_affinity import NodeAffinity
 from scheduler.plugins.node_name import NodeName
 from scheduler.plugins.node_ports import NodePorts
@@ -42,6 +43,7 @@ IN_TREE: Final[Registry] = {
         NodePorts,
         NodeResourcesFit,
         PodTopologySpread,
+        InterPodAffinity,
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
@@ -60,6 +62,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("NodePorts"),
     PluginSpec("NodeResourcesFit", weight=1),
     PluginSpec("PodTopologySpread", weight=2),
+    PluginSpec("InterPodAffinity", weight=2),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
     PluginSpec("DefaultBinder"),

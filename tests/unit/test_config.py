@@ -34,6 +34,7 @@ def test_default_profile() -> None:
         "NodePorts",
         "NodeResourcesFit",
         "PodTopologySpread",
+        "InterPodAffinity",
     ]
     weights = {s.name: s.weight for s in c.profiles[0].plugins["score"]}
     assert weights == {
@@ -41,6 +42,7 @@ def test_default_profile() -> None:
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
         "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
