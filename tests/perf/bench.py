@@ -43,6 +43,8 @@ class Case:
     gang_size: int = 0  # >0: pods come in PodGroups of this size (minMember = size)
     spread: str | None = None  # the measured pods spread: DoNotSchedule | ScheduleAnyway
     affinity: bool = False  # the measured pods require zone-0 or zone-1
+    pod_affinity: str | None = None  # "anti" | "affinity": running and measured pods
+    zones: int = 3
     target_ms_per_group: float | None = None
 
 
@@ -55,6 +57,18 @@ CASES: dict[str, Case] = {
         Case("basic-5000-per-node", 5000, 1000, 1000, per_node=True),
         Case("gang-5000", 5000, 0, 3000, gang_size=3, target_ms_per_group=3.7),
         Case("node-affinity-5000", 5000, 5000, 10000, affinity=True, target_pods_per_s=330.0),
+        Case(
+            "pod-anti-affinity-5000", 5000, 1000, 2000, pod_affinity="anti", target_pods_per_s=90.0
+        ),
+        Case(
+            "pod-affinity-5000",
+            5000,
+            5000,
+            5000,
+            pod_affinity="affinity",
+            zones=1,
+            target_pods_per_s=53.0,
+        ),
         Case("spread-5000", 5000, 5000, 5000, spread="DoNotSchedule", target_pods_per_s=700.0),
         Case(
             "preferred-spread-5000",
@@ -82,9 +96,11 @@ async def _run_case(case: Case) -> dict[str, Any]:
     cluster.on_pod_bound = bound
     t0 = time.perf_counter()
     for i in range(case.nodes):
-        sched.on_node(workloads.node(i))
+        sched.on_node(workloads.node(i, zones=case.zones))
     for i in range(case.running):
-        o = workloads.pod(i, "running", node_name=f"node-{i % case.nodes}")
+        o = workloads.pod(
+            i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
+        )
         cluster.pods[f"sched-perf/running-{i}"] = o
         sched.on_pod(o)
     if case.gang_size:
@@ -94,7 +110,13 @@ async def _run_case(case: Case) -> dict[str, Any]:
             sched.on_pod_group(pg)
     for i in range(case.to_schedule):
         group = f"gang-{i // case.gang_size}" if case.gang_size else None
-        o = workloads.pod(i, group=group, spread=case.spread, affinity=case.affinity)
+        o = workloads.pod(
+            i,
+            group=group,
+            spread=case.spread,
+            affinity=case.affinity,
+            pod_affinity=case.pod_affinity,
+        )
         cluster.pods[f"sched-perf/pod-{i}"] = o
         sched.on_pod(o)
     t_load = time.perf_counter() - t0

@@ -64,6 +64,7 @@ def pod(
     group: str | None = None,
     spread: str | None = None,
     affinity: bool = False,
+    pod_affinity: str | None = None,
 ) -> dict[str, Any]:
     name = f"{prefix}-{i}"
     spec: dict[str, Any] = {
@@ -84,6 +85,32 @@ def pod(
     if spread:
         md["labels"] = {"foo": "bar"}
         spec["topologySpreadConstraints"] = spreading(spread)
+    if pod_affinity == "anti":  # scheduler_perf's pod-with-pod-anti-affinity
+        md["labels"] = {"color": "green", "name": "test"}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"color": "green"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                        "namespaces": ["sched-perf"],
+                    }
+                ]
+            }
+        }
+    elif pod_affinity == "affinity":  # scheduler_perf's pod-with-pod-affinity
+        md["labels"] = {"foo": ""}
+        spec["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"foo": ""}},
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "namespaces": ["sched-perf"],
+                    }
+                ]
+            }
+        }
     if affinity:  # scheduler_perf's pod-with-node-affinity
         spec["affinity"] = {
             "nodeAffinity": {
