@@ -28,7 +28,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.api.types import GroupKey, Node, NodeName, Pod, PodGroup, PodKey
+from scheduler.api.types import (
+    GroupKey,
+    LabelSelector,
+    Node,
+    NodeName,
+    Pod,
+    PodGroup,
+    PodKey,
+    Requirement,
+    Workload,
+)
 from scheduler.clock import Clock
 from scheduler.snapshot import IsolatedCPU, NodeTable, Snapshot, pod_charge
 
@@ -67,6 +77,7 @@ class Cache:
         self._on_missing_node: dict[str, set[PodKey]] = {}
         self._pending: dict[PodKey, Pod] = {}
         self._groups: dict[GroupKey, PodGroup] = {}
+        self._workloads: dict[tuple[str, str, str], Workload] = {}
         self._group_pods: dict[GroupKey, set[PodKey]] = {}
         self._dirty: set[int] = set()
         self._structure_version = 0
@@ -264,6 +275,33 @@ class Cache:
                 members.discard(pod.key)
                 if not members:
                     del self._group_pods[g]
+
+    def set_workload(self, kind: str, namespace: str, name: str, w: Workload | None) -> None:
+        """Services and controllers, for spreading's default selector (None: deleted)."""
+        if w is None:
+            self._workloads.pop((kind, namespace, name), None)
+        else:
+            self._workloads[(kind, namespace, name)] = w
+
+    def default_selector(self, pod: Pod) -> LabelSelector | None:
+        """The selector kube-scheduler's spreading defaults use for `pod`: the
+        selectors of the Services that select it, and of its controlling
+        ReplicaSet, StatefulSet or ReplicationController (helper.DefaultSelector)."""
+        reqs: list[Requirement] = []
+        for (kind, ns, _), w in self._workloads.items():
+            if (
+                kind == "Service"
+                and ns == pod.namespace
+                and w.selector is not None
+                and w.selector.matches(pod.labels)
+            ):
+                reqs += [r for r in w.selector.requirements if r not in reqs]
+        for kind, name in pod.owner_references:
+            owner = self._workloads.get((kind, pod.namespace, name))
+            if owner is not None and kind != "Service" and owner.selector is not None:
+                reqs += [r for r in owner.selector.requirements if r not in reqs]
+                break
+        return LabelSelector(tuple(reqs)) if reqs else None
 
     def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
         """Namespace labels, for affinity terms' namespaceSelector (None: deleted)."""

@@ -28,7 +28,13 @@ from typing import Any, Final
 
 import numpy as np
 
-from scheduler.api.parse import parse_node, parse_pod, parse_pod_group, parse_priority_class
+from scheduler.api.parse import (
+    parse_node,
+    parse_pod,
+    parse_pod_group,
+    parse_priority_class,
+    parse_workload,
+)
 from scheduler.api.types import (
     GroupKey,
     InvalidObject,
@@ -230,6 +236,15 @@ class Scheduler:
             self.priority_classes.pop(pc.name, None)
         else:
             self.priority_classes[pc.name] = pc
+
+    def on_workload(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController (spreading
+        defaults build their selector from them)."""
+        w = parse_workload(obj)
+        if isinstance(w, InvalidObject):
+            self._report_invalid(w)
+            return
+        self.cache.set_workload(w.kind, w.namespace, w.name, None if deleted else w)
 
     def on_namespace(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         md = obj.get("metadata")

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.api.types import PodKey
+from scheduler.api.types import WORKLOAD_KINDS, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
 from scheduler.config import SchedulerConfig
@@ -27,7 +27,7 @@ from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
 
 POD_GROUP_API_GROUPS = ("scheduling.x-k8s.io/", "scheduling.sigs.k8s.io/")
-KINDS = ("Namespace", "Node", "Pod", "PriorityClass", "PodGroup")
+KINDS = ("Namespace", "Node", "Pod", "PriorityClass", "PodGroup", *WORKLOAD_KINDS)
 
 
 class InputError(Exception):
@@ -138,6 +138,9 @@ class Simulation:
             by_kind[str(o.get("kind"))].append(dict(o))
         for o in by_kind["Namespace"]:
             s.on_namespace(o)
+        for kind in WORKLOAD_KINDS:
+            for o in by_kind[kind]:
+                s.on_workload(o)
         for o in by_kind["PriorityClass"]:
             s.on_priority_class(o)
         for o in by_kind["Node"]:

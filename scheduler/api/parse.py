@@ -23,6 +23,7 @@ from scheduler.api.types import (
     DEFAULT_MILLI_CPU_REQUEST,
     ISOLATED_CPU_RESOURCE,
     MEMORY,
+    WORKLOAD_KINDS,
     ContainerImage,
     HostPort,
     InvalidObject,
@@ -46,6 +47,7 @@ from scheduler.api.types import (
     TolerationOp,
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
+    Workload,
 )
 
 MILLI_RESOURCES: Final = frozenset({CPU, ISOLATED_CPU_RESOURCE})
@@ -630,3 +632,29 @@ def _parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass | InvalidObject:
     return _guarded("PriorityClass", obj, False, lambda: _parse_priority_class(obj))
+
+
+def _parse_workload(obj: Mapping[str, Any]) -> Workload:
+    kind = obj.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise ParseError("kind", f"expected one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
+    _, ns, name = _meta(obj, True)
+    spec = _map(obj, "spec", "")
+    selector: LabelSelector | None
+    if kind in ("Service", "ReplicationController"):
+        labels = _str_map(spec, "selector", "spec.")
+        selector = (
+            LabelSelector(
+                tuple(Requirement(k, SelectorOp.IN, (v,)) for k, v in sorted(labels.items()))
+            )
+            if labels
+            else None
+        )
+    else:
+        selector = parse_label_selector(spec.get("selector"), "spec.selector.")
+    return Workload(str(kind), ns, name, selector)
+
+
+def parse_workload(obj: Mapping[str, Any]) -> Workload | InvalidObject:
+    kind = str(obj.get("kind") or "Workload")
+    return _guarded(kind, obj, True, lambda: _parse_workload(obj))

@@ -334,3 +334,18 @@ class PriorityClass:
     name: str
     value: int
     global_default: bool
+
+
+WORKLOAD_KINDS: Final = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Service, ReplicaSet, StatefulSet or ReplicationController, reduced to
+    what spreading defaults need: the selector of the pods it owns or serves.
+    A selector that selects nothing (an empty Service selector) is None."""
+
+    kind: str
+    namespace: str
+    name: str
+    selector: LabelSelector | None

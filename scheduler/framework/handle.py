@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from scheduler.api.types import GroupKey, Pod, PodGroup, PodKey
+from scheduler.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
 from scheduler.framework.waiting_pods import WaitingPods
@@ -42,6 +42,10 @@ class ClusterLister(Protocol):
     def pod(self, key: PodKey) -> Pod | None: ...
 
     def is_assumed(self, key: PodKey) -> bool: ...
+
+    def default_selector(self, pod: Pod) -> LabelSelector | None:
+        """The selector of the Services and controller that own the pod, if any."""
+        ...
 
 
 def _no_snapshot() -> NodeTable:

@@ -34,6 +34,7 @@ from scheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -234,12 +235,28 @@ class InterPodAffinity(
     # ---- queueing hints ------------------------------------------------------------
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        def pod_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            """Queue if the changed pod is one the waiting pod's terms select (an
+            affinity target appeared, an anti-affinity one left), or carried
+            anti-affinity of its own (it may have been what blocked the pod)."""
+            aff = pod.pod_affinity.required if pod.pod_affinity else ()
+            anti = pod.pod_anti_affinity.required if pod.pod_anti_affinity else ()
+            if isinstance(old, Pod) and old.pod_anti_affinity is not None:
+                return QueueingHint.QUEUE
+            for changed in (old, new):
+                if isinstance(changed, Pod) and any(
+                    term_matcher(t, pod, {}).matches(changed) for t in (*aff, *anti)
+                ):
+                    return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+
         return [
             ClusterEventWithHint(
                 ClusterEvent(
                     EventResource.ASSIGNED_POD,
                     ActionType.ADD | ActionType.DELETE | ActionType.UPDATE_POD_LABEL,
-                )
+                ),
+                pod_changed,
             ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)

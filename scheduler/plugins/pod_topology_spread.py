@@ -182,10 +182,8 @@ class PodTopologySpread(
                     )
                 )
             return tuple(out)
-        lister = self.handle.lister
-        default_selector = getattr(lister, "default_selector", None)
-        dsel = default_selector(pod) if default_selector is not None else None
-        if not isinstance(dsel, LabelSelector) or not dsel.requirements:
+        dsel = self.handle.lister.default_selector(pod)
+        if dsel is None or not dsel.requirements:
             return ()
         return tuple(
             _Constraint(

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import GroupKey, Pod, PodGroup, PodKey
+from scheduler.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
 from scheduler.framework.cycle_state import CycleState
@@ -40,6 +40,11 @@ class FakeLister:
 
     def is_assumed(self, key: PodKey) -> bool:
         return key in self.assumed
+
+    def default_selector(self, pod: Pod) -> LabelSelector | None:
+        return self.selector
+
+    selector: LabelSelector | None = None
 
 
 def make_handle() -> Handle:

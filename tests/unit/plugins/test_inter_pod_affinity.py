@@ -230,3 +230,18 @@ def test_affinity_end_to_end_follows_the_first_pod() -> None:
     pods = simulate(objs, default_config(IN_TREE)).to_json_obj()["pods"]
     zones = {"n1": "z1", "n2": "z1", "n3": "z2"}
     assert len({zones[v["node"]] for v in pods.values()}) == 1
+
+
+def test_queueing_hints_move_only_on_helpful_pod_events() -> None:
+    from scheduler.framework.interface import QueueingHint
+
+    (pods_reg, _) = plugin().events_to_register()
+    assert pods_reg.hint is not None
+    waiting = make_pod("p").spec(affinity=affinity([term("db")])).build()
+    db = make_pod("db").label("app", "db").node("n1").build()
+    other = make_pod("x").label("app", "x").node("n1").build()
+    assert pods_reg.hint(waiting, None, db) is QueueingHint.QUEUE
+    assert pods_reg.hint(waiting, None, other) is QueueingHint.SKIP
+    guard = make_pod("g").spec(affinity=affinity(anti=[term("web")])).node("n1").build()
+    plain = make_pod("q").label("app", "web").build()
+    assert pods_reg.hint(plain, guard, None) is QueueingHint.QUEUE  # a blocker left

@@ -209,7 +209,7 @@ def test_pods_without_constraints_are_skipped() -> None:
 
 def test_list_defaults_use_the_workload_selector() -> None:
     handle = make_handle()
-    handle.lister.default_selector = lambda pod: WEB  # type: ignore[attr-defined]
+    handle.lister.selector = WEB  # type: ignore[attr-defined]
     plugin = PodTopologySpread.new(
         {
             "defaultingType": "List",
@@ -324,3 +324,73 @@ def test_incremental_counts_equal_recounting(ops: list[tuple[int, str, bool]]) -
         want[row] = sum(1 for p in snap.pods[row].values() if matcher.matches(p))
     assert np.array_equal(snap.match_counts(matcher), want)
     assert np.array_equal(cache.table.match_counts(matcher), want)
+
+
+def test_system_defaults_score_with_the_workload_selector() -> None:
+    """A pod without constraints gets kube-scheduler's System defaults (zone maxSkew 3,
+    hostname maxSkew 5, ScheduleAnyway) with the selector of its Services/controller."""
+    handle = make_handle()
+    handle.lister.selector = WEB  # type: ignore[attr-defined]
+    table = table_of([n.build() for n in NODES], [p.build() for p in EXISTING])
+    got = run_score(PodTopologySpread.new({}, handle), web("p").build(), table)
+    # zone weight log(2+2), host weight log(4+2); raw n1 = 2*1.386+2 + 1*1.792+4 = 11,
+    # n3 = 9, n4 = 7; normalised 100 * (11 + 7 - s) / 11
+    assert got == {"n1": 63, "n2": 63, "n3": 81, "n4": 100}
+
+
+def test_system_defaults_end_to_end() -> None:
+    objs: list[dict[str, Any]] = [n.obj() for n in NODES]
+    objs.append(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web-rs", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    for i in range(4):
+        o = web(f"w{i}").obj()
+        o["metadata"]["ownerReferences"] = [{"kind": "ReplicaSet", "name": "web-rs"}]
+        objs.append(o)
+    pods = simulate(objs, default_config(IN_TREE)).to_json_obj()["pods"]
+    assert sorted(v["node"] for v in pods.values()) == ["n1", "n2", "n3", "n4"]
+
+
+def test_default_selector_from_workloads() -> None:
+    from scheduler.api.parse import parse_workload
+    from scheduler.api.types import Workload
+    from scheduler.cache import Cache
+    from scheduler.clock import VirtualClock
+
+    c = Cache(VirtualClock())
+    for obj in (
+        {"kind": "Service", "metadata": {"name": "s"}, "spec": {"selector": {"app": "web"}}},
+        {"kind": "Service", "metadata": {"name": "empty"}, "spec": {}},
+        {
+            "kind": "StatefulSet",
+            "metadata": {"name": "ss"},
+            "spec": {"selector": {"matchLabels": {"tier": "front"}}},
+        },
+    ):
+        w = parse_workload(obj)
+        assert isinstance(w, Workload)
+        c.set_workload(w.kind, w.namespace, w.name, w)
+    o = web("p").label("tier", "front").obj()
+    o["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "ss"}]
+    from scheduler.api.parse import parse_pod
+
+    pod = parse_pod(o)
+    sel = c.default_selector(pod)  # type: ignore[arg-type]
+    assert sel is not None and {r.key for r in sel.requirements} == {"app", "tier"}
+    assert c.default_selector(make_pod("lonely").build()) is None
+
+
+def test_queueing_hints() -> None:
+    from scheduler.framework.interface import QueueingHint
+
+    (pods_reg, _) = PodTopologySpread.new({}, make_handle()).events_to_register()
+    assert pods_reg.hint is not None
+    waiting = web("p").spec(topologySpreadConstraints=[spread(ZONE)]).build()
+    assert pods_reg.hint(waiting, web("gone").node("n1").build(), None) is QueueingHint.QUEUE
+    other = make_pod("db").label("app", "db").node("n1").build()
+    assert pods_reg.hint(waiting, other, None) is QueueingHint.SKIP
