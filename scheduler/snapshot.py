@@ -130,35 +130,24 @@ def term_matcher(
 def pod_term_keys(
     pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]
 ) -> tuple[TermKey, ...]:
+    """The affinity terms `pod` carries, as the node table counts them."""
     out: list[TermKey] = []
-    aff, anti = pod.pod_affinity, pod.pod_anti_affinity
-    if aff is not None:
+    for kind, aff in (("affinity", pod.pod_affinity), ("anti", pod.pod_anti_affinity)):
+        if aff is None:
+            continue
         out += [
-            TermKey("affinity", term_matcher(t, pod, namespace_labels), t.topology_key)
+            TermKey(kind, term_matcher(t, pod, namespace_labels), t.topology_key)
             for t in aff.required
         ]
+        preferred = "preferred" if kind == "affinity" else "preferred-anti"
         out += [
             TermKey(
-                "preferred",
+                preferred,
                 term_matcher(w.term, pod, namespace_labels),
                 w.term.topology_key,
                 w.weight,
             )
             for w in aff.preferred
-        ]
-    if anti is not None:
-        out += [
-            TermKey("anti", term_matcher(t, pod, namespace_labels), t.topology_key)
-            for t in anti.required
-        ]
-        out += [
-            TermKey(
-                "preferred-anti",
-                term_matcher(w.term, pod, namespace_labels),
-                w.term.topology_key,
-                w.weight,
-            )
-            for w in anti.preferred
         ]
     return tuple(out)
 
