@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -61,6 +62,7 @@ from scheduler.framework.interface import (
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue import FifoFallback, SchedulingQueue
 from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
@@ -136,8 +138,11 @@ class Scheduler:
         *,
         registry: Mapping[str, type] = IN_TREE,
         prefer_per_node: bool = False,
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
+        self.metrics = metrics or Metrics()
+        self.metrics.refreshers.append(self._refresh_gauges)
         self.client = client
         self.clock = clock
         self.isolated = _isolated_from(config)
@@ -166,6 +171,7 @@ class Scheduler:
                 self.handle,
                 prefer_per_node=prefer_per_node,
                 percentage_of_nodes_to_score=p.percentage_of_nodes_to_score,
+                metrics=self.metrics,
             )
             for p in config.profiles
         }
@@ -221,7 +227,10 @@ class Scheduler:
                 watcher(event, old, new)
             except Exception:
                 log.exception("event watcher failed on %s", event)
-        self.queue.move_on_event(event, old, new)
+        moved = self.queue.move_on_event(event, old, new)
+        if moved:
+            label = f"{event.resource.value}{_action_name(event.action)}"
+            self.metrics.queue_incoming.labels("active", label).inc(moved)
 
     def _notify(self) -> None:
         if self._wakeup is not None:
@@ -304,6 +313,9 @@ class Scheduler:
             if self.cache.is_assumed(key):
                 return  # being bound by us; the bound event will follow
             self.queue.add(pod)
+            qpi = self.queue.get(key)
+            where = "gated" if qpi is not None and qpi.gated else "active"
+            self.metrics.queue_incoming.labels(where, "PodAdd").inc()
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
         else:
             self.queue.update(old.pod, pod)
@@ -382,6 +394,7 @@ class Scheduler:
             self.queue.done(pod.key)
             return True
         self.cache.update_snapshot(self.snapshot)
+        t0 = time.perf_counter()
         group = pod.group_key
         if group is not None and self.config.troupe.group_cycle and self._gang_profile(profile):
             pg = self.cache.pod_group(group)
@@ -389,12 +402,23 @@ class Scheduler:
                 self._schedule_group(profile, qpi, pg.min_member)
                 return True
         state = CycleState()
+        state.sample_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         result = self._schedule_pod(profile, state, pod)
         if isinstance(result, ScheduleResult):
             self.queue.record_attempt(True)
-            self._commit(profile, state, qpi, result.node)
+            ok = self._commit(profile, state, qpi, result.node)
+            outcome = "scheduled" if ok else "unschedulable"
         else:
             self._fail(profile, qpi, result)
+            outcome = (
+                "error"
+                if isinstance(result, Status) and result.code is Code.ERROR
+                else "unschedulable"
+            )
+        self.metrics.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
+        self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(
+            time.perf_counter() - t0
+        )
         return True
 
     def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
@@ -490,6 +514,9 @@ class Scheduler:
                 snap.charge(row, pod, charge, -1)
         self.group_attempts += 1
         if placed_before + len(placements) >= min_member:
+            self.metrics.podgroup_attempts.labels("admitted").inc()
+            started = min((q.initial_attempt_timestamp or q.timestamp) for q in members)
+            self.metrics.podgroup_admission.observe(max(0.0, self.clock.now() - started))
             self.queue.record_attempt(True)
             for qpi, state, node in placements:
                 self._commit(profile, state, qpi, node)
@@ -503,6 +530,7 @@ class Scheduler:
             )
             return
         self.group_failures += 1
+        self.metrics.podgroup_attempts.labels("unschedulable").inc()
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
             f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
@@ -686,7 +714,13 @@ class Scheduler:
         self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
     ) -> None:
         pod = qpi.pod
+        waited_from = self.clock.now()
+        waiting = self.waiting_pods.get(pod.key) is not None
         st = await profile.wait_on_permit(pod)
+        if waiting:
+            self.metrics.permit_wait.labels(
+                "Success" if st.is_success else "Unschedulable"
+            ).observe(self.clock.now() - waited_from)
         if st.is_success:
             st = await profile.run_pre_bind(state, pod, node)
         if st.is_success:
@@ -696,6 +730,11 @@ class Scheduler:
             return
         self.cache.finish_binding(pod.key)
         self._scheduled += 1
+        self.metrics.pod_scheduling_attempts.observe(qpi.attempts)
+        if qpi.initial_attempt_timestamp is not None:
+            self.metrics.pod_scheduling_sli.labels(str(qpi.attempts)).observe(
+                max(0.0, self.clock.now() - qpi.initial_attempt_timestamp)
+            )
         self.last_failure.pop(pod.key, None)
         self.queue.done(pod.key)
         try:
@@ -782,10 +821,44 @@ class Scheduler:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def _refresh_gauges(self) -> None:
+        """Set the gauges from the queue and cache (at scrape time, not per cycle)."""
+        m = self.metrics
+        q = self.queue.statistics()
+        for queue, n in (
+            ("active", q.active),
+            ("backoff", q.backoff),
+            ("unschedulable", q.unschedulable),
+            ("gated", q.gated),
+        ):
+            m.pending_pods.labels(queue).set(n)
+        c = self.cache.statistics()
+        m.cache_size.labels("nodes").set(c.nodes)
+        m.cache_size.labels("pods").set(c.pods)
+        m.cache_size.labels("assumed_pods").set(c.assumed_pods)
+        by_plugin: dict[tuple[str, str], int] = {}
+        for qpi, where in self.queue.pending_pods():
+            if where in ("unschedulable", "gated"):
+                plugins = {qpi.gating_plugin} if qpi.gated else qpi.unschedulable_plugins
+                for plugin in plugins:
+                    k = (plugin, qpi.pod.scheduler_name)
+                    by_plugin[k] = by_plugin.get(k, 0) + 1
+        m.unschedulable_pods.clear()
+        for (plugin, profile), n in by_plugin.items():
+            m.unschedulable_pods.labels(plugin, profile).set(n)
+
     def statistics(self) -> SchedulerStats:
         return SchedulerStats(
             self.cycle, self._scheduled, self._failed, self._bind_failures, len(self._tasks)
         )
+
+
+def _action_name(action: ActionType) -> str:
+    if action & ActionType.ADD:
+        return "Add"
+    if action & ActionType.DELETE:
+        return "Delete"
+    return "Update"
 
 
 def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:

@@ -23,6 +23,7 @@ from scheduler.api.types import WORKLOAD_KINDS, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
 from scheduler.config import SchedulerConfig
+from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
 
@@ -119,11 +120,16 @@ def node_usage(table: NodeTable, milli: set[str]) -> dict[str, dict[str, dict[st
 
 
 class Simulation:
-    def __init__(self, objects: Sequence[Mapping[str, Any]], config: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        objects: Sequence[Mapping[str, Any]],
+        config: SchedulerConfig,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.objects = list(objects)
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
-        self.scheduler = Scheduler(config, self.cluster, self.clock)
+        self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
         self.cluster.on_pod_bound = self._bound
 
     def _bound(self, key: PodKey, node: str) -> None:

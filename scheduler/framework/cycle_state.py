@@ -17,13 +17,15 @@ class StateKeyError(KeyError):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "sample_plugin_metrics", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         # Plugins whose PreFilter / PreScore returned SKIP in this cycle.
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        # Record per-plugin durations in this cycle (a sample of cycles, as upstream).
+        self.sample_plugin_metrics = False
 
     def write(self, key: str, value: object) -> None:
         self._data[key] = value

@@ -10,11 +10,14 @@ Plugins that implement only the per-node forms are adapted to columns here.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
+import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 
@@ -55,6 +58,9 @@ from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting_pods import WaitingPod
 from scheduler.snapshot import NodeTable
 
+if TYPE_CHECKING:
+    from scheduler.metrics import Metrics
+
 log = logging.getLogger(__name__)
 
 # kube-scheduler caps Permit timeouts at 15 minutes (framework/runtime maxTimeout).
@@ -63,6 +69,62 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0
 
 class ProfileError(ValueError):
     """A profile cannot be built (bad plugin arguments, a plugin at a wrong point)."""
+
+
+STATUS_LABELS: Final = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+
+def status_label(result: object) -> str:
+    """The status label of an extension point's result, as kube-scheduler's metrics."""
+    if isinstance(result, tuple):
+        result = next((r for r in result if isinstance(r, Status)), None)
+    return STATUS_LABELS[result.code] if isinstance(result, Status) else "Success"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def timed(point: str) -> Callable[[F], F]:
+    """Record the extension point's duration (scheduler_framework_extension_point_...)."""
+
+    def deco(fn: F) -> F:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(self: Profile, *args: Any) -> Any:
+                if self.metrics is None:
+                    return await fn(self, *args)
+                t0 = time.perf_counter()
+                out = await fn(self, *args)
+                self.metrics.extension_point_duration.labels(
+                    point, status_label(out), self.scheduler_name
+                ).observe(time.perf_counter() - t0)
+                return out
+
+            return run_async  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def run(self: Profile, *args: Any) -> Any:
+            if self.metrics is None:
+                return fn(self, *args)
+            t0 = time.perf_counter()
+            out = fn(self, *args)
+            self.metrics.extension_point_duration.labels(
+                point, status_label(out), self.scheduler_name
+            ).observe(time.perf_counter() - t0)
+            return out
+
+        return run  # type: ignore[return-value]
+
+    return deco
 
 
 def plugin_error(name: str, point: str, pod: Pod, e: Exception) -> Status:
@@ -185,10 +247,12 @@ class Profile:
         *,
         prefer_per_node: bool = False,
         percentage_of_nodes_to_score: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.scheduler_name = scheduler_name
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.metrics = metrics
         self.instances: dict[str, Any] = {}
         specs: dict[str, PluginSpec] = {}
         for entries in plugins.values():
@@ -273,6 +337,7 @@ class Profile:
 
     # ---- scheduling cycle -------------------------------------------------------
 
+    @timed("PreFilter")
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
@@ -297,6 +362,7 @@ class Profile:
                     )
         return (PreFilterResult(merged) if merged is not None else None), SUCCESS
 
+    @timed("Filter")
     def run_filters(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> FilterOutcome | Status:
@@ -309,10 +375,15 @@ class Profile:
         for name, p in self.filters:
             if name in skip or len(live_rows) == 0:
                 continue
+            t0 = time.perf_counter() if state.sample_plugin_metrics else 0.0
             try:
                 result = p.filter(state, pod, nodes, live_rows)
             except Exception as e:
                 return plugin_error(name, "filter", pod, e)
+            if state.sample_plugin_metrics and self.metrics is not None:
+                self.metrics.plugin_duration.labels(name, "Filter", "Success").observe(
+                    time.perf_counter() - t0
+                )
             if result.rejected.shape[1] == 0:
                 continue
             ok = result.feasible
@@ -324,6 +395,7 @@ class Profile:
             live_rows = live_rows[ok]
         return outcome
 
+    @timed("PostFilter")
     def run_post_filter(
         self, state: CycleState, pod: Pod, filtered: NodeToStatus
     ) -> tuple[str | None, Status]:
@@ -340,6 +412,7 @@ class Profile:
             last = st.with_plugin(name)
         return None, last
 
+    @timed("PreScore")
     def run_pre_score(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> Status:
@@ -354,6 +427,7 @@ class Profile:
                 return st.with_plugin(name)
         return SUCCESS
 
+    @timed("Score")
     def run_score(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> Int64Array | Status:
@@ -362,12 +436,17 @@ class Profile:
         for name, p, norm, weight in self.scores:
             if name in skip:
                 continue
+            t0 = time.perf_counter() if state.sample_plugin_metrics else 0.0
             try:
                 s = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
                 if norm is not None:
                     s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
             except Exception as e:
                 return plugin_error(name, "score", pod, e)
+            if state.sample_plugin_metrics and self.metrics is not None:
+                self.metrics.plugin_duration.labels(name, "Score", "Success").observe(
+                    time.perf_counter() - t0
+                )
             if len(s) and (s.min() < 0 or s.max() > MAX_NODE_SCORE):
                 return Status(
                     Code.ERROR,
@@ -377,6 +456,7 @@ class Profile:
             total += s * weight
         return total
 
+    @timed("Reserve")
     def run_reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
         for name, p in self.reserve:
             try:
@@ -387,6 +467,7 @@ class Profile:
                 return st.with_plugin(name)
         return SUCCESS
 
+    @timed("Unreserve")
     def run_unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
         for name, p in reversed(self.reserve):
             try:
@@ -394,6 +475,7 @@ class Profile:
             except Exception:
                 log.exception("plugin %s: unreserve failed for %s", name, pod.key)
 
+    @timed("Permit")
     def run_permit(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
         """SUCCESS, a rejection, or WAIT (the pod was added to the waiting-pods map)."""
         timeouts: dict[str, float] = {}
@@ -422,6 +504,7 @@ class Profile:
         finally:
             self.handle.waiting_pods.remove(pod.key)
 
+    @timed("PreBind")
     async def run_pre_bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
         for name, p in self.pre_bind:
             try:
@@ -432,6 +515,7 @@ class Profile:
                 return st.with_plugin(name)
         return SUCCESS
 
+    @timed("Bind")
     async def run_bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
         for name, p in self.bind:
             try:
@@ -443,6 +527,7 @@ class Profile:
             return st.with_plugin(name)
         return Status(Code.ERROR, ("no bind plugin bound the pod",))
 
+    @timed("PostBind")
     async def run_post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None:
         for name, p in self.post_bind:
             try:
