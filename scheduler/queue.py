@@ -72,6 +72,23 @@ class QueueStats:
 _Event = tuple[ClusterEvent, Any, Any]
 
 
+_VOLATILE_METADATA: Final = ("resourceVersion", "generation", "managedFields")
+
+
+def _comparable(pod: Pod) -> dict[str, Any]:
+    raw = dict(pod.raw)
+    md = raw.get("metadata")
+    if isinstance(md, dict):
+        raw["metadata"] = {k: v for k, v in md.items() if k not in _VOLATILE_METADATA}
+    raw.pop("status", None)
+    return raw
+
+
+def pod_updated(old: Pod, new: Pod) -> bool:
+    """Whether anything but the status and bookkeeping metadata changed."""
+    return old.raw is not new.raw and _comparable(old) != _comparable(new)
+
+
 class SchedulingQueue:
     def __init__(
         self,
@@ -250,8 +267,9 @@ class SchedulingQueue:
         elif qpi.gated:
             if not self._gate(qpi):
                 self._to_active(qpi)
-        elif old.raw is not new.raw:
-            # As kube-scheduler: an updated unschedulable pod is tried again.
+        elif pod_updated(old, new):
+            # As kube-scheduler (isPodUpdated): a changed unschedulable pod is tried
+            # again; the same object delivered again (a re-list) is not a change.
             self._requeue(qpi)
 
     def delete(self, key: str) -> None:

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -899,6 +899,3 @@ def _pod_update_action(old: Pod, new: Pod) -> ActionType:
     if not action and old.raw is not new.raw:
         action |= ActionType.UPDATE_OTHER
     return action
-
-
-OnBound = Callable[[PodKey, NodeName], None]

@@ -254,3 +254,18 @@ def test_fifo_fallback_ends_after_its_duration() -> None:
     assert q.fifo_active and q.statistics().fifo_active
     clock.advance_by(10)
     assert not q.fifo_active
+
+
+def test_the_same_object_again_does_not_requeue_but_a_change_does() -> None:
+    clock = VirtualClock()
+    q = make_queue(clock, {"X": []})
+    pod = make_pod("p").build()
+    q.add(pod)
+    qpi = q.pop()
+    assert qpi is not None
+    fail(q, qpi, "X")
+    again = make_pod("p").build()  # a re-list delivers an equal copy
+    q.update(pod, again)
+    assert q.where("default/p") == "unschedulable"
+    q.update(again, make_pod("p").label("tier", "web").build())
+    assert q.where("default/p") in ("backoffQ", "activeQ")
