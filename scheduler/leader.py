@@ -1,0 +1,192 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
+
+Several replicas run; the one holding the Lease schedules. A candidate takes the
+Lease when it is free or expired (renewTime + leaseDurationSeconds in the past),
+then renews it every `retry_period`; if it cannot renew for `renew_deadline`
+it stops leading at once (the caller stops scheduling), before the Lease can
+expire and another replica take over. Writes are conditional on the Lease's
+resourceVersion, so two candidates never both win. On a clean stop the leader
+releases the Lease so the next one need not wait for it to expire.
+
+The API calls go through a `LeaseClient` (kube.py implements it against the API
+server; `InMemoryLeases` serves tests and several electors in one process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from scheduler.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class LeaseConflict(Exception):
+    """The Lease changed since it was read (HTTP 409), or already exists on create."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    holder: str
+    lease_duration_seconds: float
+    acquire_time: float
+    renew_time: float
+    transitions: int = 0
+    version: str = ""  # resourceVersion, for conditional updates
+
+
+class LeaseClient(Protocol):
+    async def get(self) -> LeaseRecord | None: ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord: ...
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the Lease if its resourceVersion is still `record.version`."""
+        ...
+
+
+class InMemoryLeases:
+    """One Lease in memory, with resourceVersion semantics; `fail` simulates an
+    unreachable API server for this client only (see `view`)."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self._version = 0
+
+    def _bump(self, record: LeaseRecord) -> LeaseRecord:
+        self._version += 1
+        self.record = replace(record, version=str(self._version))
+        return self.record
+
+    def view(self) -> _LeaseView:
+        return _LeaseView(self)
+
+
+class _LeaseView:
+    def __init__(self, store: InMemoryLeases) -> None:
+        self.store = store
+        self.fail = False
+
+    def _check(self) -> None:
+        if self.fail:
+            raise ConnectionError("API server unreachable")
+
+    async def get(self) -> LeaseRecord | None:
+        self._check()
+        return self.store.record
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        if self.store.record is not None:
+            raise LeaseConflict("lease exists")
+        return self.store._bump(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        self._check()
+        cur = self.store.record
+        if cur is None or cur.version != record.version:
+            raise LeaseConflict("lease changed")
+        return self.store._bump(record)
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: LeaseClient,
+        identity: str,
+        clock: Clock,
+        *,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        if not lease_duration > renew_deadline > retry_period > 0:
+            raise ValueError("need lease_duration > renew_deadline > retry_period > 0")
+        self.client = client
+        self.identity = identity
+        self.clock = clock
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.is_leader = False
+        self._observed: LeaseRecord | None = None
+
+    async def try_acquire_or_renew(self) -> bool:
+        now = self.clock.now()
+        try:
+            cur = await self.client.get()
+            if cur is None:
+                self._observed = await self.client.create(
+                    LeaseRecord(self.identity, self.lease_duration, now, now)
+                )
+                return True
+            mine = cur.holder == self.identity
+            if not mine and cur.holder and cur.renew_time + cur.lease_duration_seconds > now:
+                self._observed = cur
+                return False
+            self._observed = await self.client.update(
+                replace(
+                    cur,
+                    holder=self.identity,
+                    lease_duration_seconds=self.lease_duration,
+                    renew_time=now,
+                    acquire_time=cur.acquire_time if mine else now,
+                    transitions=cur.transitions if mine else cur.transitions + 1,
+                )
+            )
+            return True
+        except LeaseConflict:
+            return False
+        except Exception as e:  # an unreachable API server must not kill the elector
+            log.warning("leader election: %s", e)
+            return False
+
+    async def run(
+        self,
+        on_started: Callable[[], Awaitable[None] | None],
+        on_stopped: Callable[[], Awaitable[None] | None],
+    ) -> None:
+        """Campaign, lead while renewals succeed, and return once leadership is lost.
+        Cancelling the task releases the Lease if held."""
+        try:
+            while not await self.try_acquire_or_renew():
+                await self.clock.sleep(self.retry_period)
+            self.is_leader = True
+            log.info("%s became the leader", self.identity)
+            await _maybe_await(on_started())
+            last_renew = self.clock.now()
+            while True:
+                await self.clock.sleep(self.retry_period)
+                if await self.try_acquire_or_renew():
+                    last_renew = self.clock.now()
+                elif self.clock.now() - last_renew >= self.renew_deadline:
+                    break
+            log.warning("%s lost the lease: stopping", self.identity)
+        except asyncio.CancelledError:
+            if self.is_leader:
+                await self.release()
+            raise
+        finally:
+            if self.is_leader:
+                self.is_leader = False
+                await _maybe_await(on_stopped())
+
+    async def release(self) -> None:
+        cur = self._observed
+        if cur is None or cur.holder != self.identity:
+            return
+        try:
+            self._observed = await self.client.update(
+                replace(cur, holder="", renew_time=self.clock.now(), lease_duration_seconds=1)
+            )
+        except Exception as e:
+            log.warning("could not release the lease: %s", e)
+
+
+async def _maybe_await(x: Awaitable[None] | None) -> None:
+    if x is not None:
+        await x
