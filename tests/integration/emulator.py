@@ -1,0 +1,72 @@
+"""kmock's Kubernetes emulator, extended with what the scheduler relies on.
+
+kmock 0.8's KubernetesEmulator answers `pods/{name}/binding` with 404. This
+subclass binds atomically: it sets spec.nodeName, emits MODIFIED on the pods
+watch, and answers 409 if the pod is already bound (404 if it is gone).
+`fail_next` injects HTTP errors: path substring -> list of statuses to answer
+before serving normally.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+
+
+def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
+    return aiohttp.web.json_response(
+        {
+            "apiVersion": "v1",
+            "kind": "Status",
+            "metadata": {},
+            "status": "Success" if code < 400 else "Failure",
+            "code": code,
+            "reason": reason,
+            "message": message,
+        },
+        status=code,
+    )
+
+
+@attrs.define
+class TroupeEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
+    fail_next: dict[str, list[int]] = attrs.field(factory=dict)
+    binds: int = 0
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        path = str(request.url.path)
+        for fragment, codes in self.fail_next.items():
+            if fragment in path and codes:
+                code = codes.pop(0)
+                return _status(code, "InternalError", f"injected {code}")
+        res = request.resource
+        if (
+            res is not None
+            and res.plural == "pods"
+            and request.subresource == "binding"
+            and str(request.method.value).upper() == "POST"
+        ):
+            return await self._bind(request)
+        return await super()._handle(request)  # type: ignore[no-any-return]
+
+    async def _bind(self, request: Any) -> aiohttp.web.Response:
+        res = request.resource
+        key = (res, request.namespace, request.name)
+        node = ((request.data or {}).get("target") or {}).get("name")
+        async with self._lock:
+            obj = self._objects[key] if key in self._objects else None
+            if obj is None or obj.deleted:
+                return _status(404, "NotFound", f'pods "{request.name}" not found')
+            if (obj.get("spec") or {}).get("nodeName"):
+                return _status(
+                    409,
+                    "Conflict",
+                    f'pod {request.name} is already assigned to node "{obj["spec"]["nodeName"]}"',
+                )
+            obj.patch({"spec": {"nodeName": node}})
+            self.binds += 1
+            await self._buses[res].put({"type": "MODIFIED", "object": obj.raw})
+        return _status(201, "", "")
