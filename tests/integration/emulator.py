@@ -57,7 +57,7 @@ class TroupeEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
         key = (res, request.namespace, request.name)
         node = ((request.data or {}).get("target") or {}).get("name")
         async with self._lock:
-            obj = self._objects[key] if key in self._objects else None
+            obj = self._objects[key] if key in self._objects else None  # noqa: SIM401 (no .get)
             if obj is None or obj.deleted:
                 return _status(404, "NotFound", f'pods "{request.name}" not found')
             if (obj.get("spec") or {}).get("nodeName"):
