@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -306,3 +307,59 @@ class KubeLease:
                 raise LeaseConflict("lease changed") from e
             raise
         return self._record(obj)
+
+
+# (group, version, plural, namespaced) of what the scheduler watches, by kind.
+WATCHED: Final = {
+    "Node": ("", "v1", "nodes"),
+    "Pod": ("", "v1", "pods"),
+    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses"),
+    "PodGroup": (POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups"),
+    "Namespace": ("", "v1", "namespaces"),
+    "Service": ("", "v1", "services"),
+    "ReplicaSet": ("apps", "v1", "replicasets"),
+    "StatefulSet": ("apps", "v1", "statefulsets"),
+    "ReplicationController": ("", "v1", "replicationcontrollers"),
+}
+
+
+def _lister(kube: KubeClient, kind: str) -> Callable[[], Any]:
+    core, apps = kube.core, k8s.AppsV1Api(kube.api)
+    raw: dict[str, Any] = {"_preload_content": False}
+    if kind == "PodGroup":
+        return lambda: kube.custom.list_cluster_custom_object(
+            POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups", **raw
+        )
+    fns: dict[str, Callable[..., Any]] = {
+        "Node": core.list_node,
+        "Pod": core.list_pod_for_all_namespaces,
+        "Namespace": core.list_namespace,
+        "Service": core.list_service_for_all_namespaces,
+        "ReplicationController": core.list_replication_controller_for_all_namespaces,
+        "PriorityClass": k8s.SchedulingV1Api(kube.api).list_priority_class,
+        "ReplicaSet": apps.list_replica_set_for_all_namespaces,
+        "StatefulSet": apps.list_stateful_set_for_all_namespaces,
+    }
+    fn = fns[kind]
+    return lambda: fn(**raw)
+
+
+async def list_objects(kube: KubeClient, kind: str) -> list[dict[str, Any]]:
+    """Every object of a watched kind, as plain dicts (the initial sync)."""
+    group, version, plural = WATCHED[kind]
+    fetch = _lister(kube, kind)
+    try:
+        resp = await kube.call(f"list {plural}", fetch)
+    except k8s.ApiException as e:
+        if e.status == 404:  # e.g. the PodGroup CRD is not installed
+            log.warning("cannot list %s: %s", plural, e.reason)
+            return []
+        raise
+    data = json.loads(resp.data or b"{}")
+    out = []
+    for item in data.get("items") or []:
+        if isinstance(item, dict):
+            item.setdefault("kind", kind)
+            item.setdefault("apiVersion", f"{group}/{version}" if group else version)
+            out.append(item)
+    return out

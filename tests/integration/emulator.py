@@ -31,10 +31,34 @@ def _status(code: int, reason: str, message: str) -> aiohttp.web.Response:
     )
 
 
+VERBS = {"list", "watch", "get", "create", "update", "patch", "delete"}
+# (group/version/plural, namespaced, kind, subresources) the scheduler talks to.
+RESOURCES = (
+    ("v1/pods", True, "Pod", {"binding", "status"}),
+    ("v1/nodes", False, "Node", {"status"}),
+    ("v1/namespaces", False, "Namespace", set()),
+    ("v1/services", True, "Service", set()),
+    ("v1/replicationcontrollers", True, "ReplicationController", set()),
+    ("v1/events", True, "Event", set()),
+    ("apps/v1/replicasets", True, "ReplicaSet", set()),
+    ("apps/v1/statefulsets", True, "StatefulSet", set()),
+    ("scheduling.k8s.io/v1/priorityclasses", False, "PriorityClass", set()),
+    ("scheduling.x-k8s.io/v1alpha1/podgroups", True, "PodGroup", {"status"}),
+    ("coordination.k8s.io/v1/leases", True, "Lease", set()),
+)
+
+
 @attrs.define
 class TroupeEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     fail_next: dict[str, list[int]] = attrs.field(factory=dict)
     binds: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for key, namespaced, kind, subresources in RESOURCES:
+            self.resources[key] = kmock.ResourceInfo(
+                namespaced=namespaced, kind=kind, verbs=VERBS, subresources=subresources
+            )
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         path = str(request.url.path)

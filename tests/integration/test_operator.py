@@ -1,0 +1,92 @@
+"""The real operator (kopf in its thread) against the emulator over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import kmock
+import pytest
+from kubernetes import client as k8s
+
+from scheduler import operator
+from scheduler.config import default_config
+from scheduler.kube import WATCHED, KubeClient
+from scheduler.plugins.registry import IN_TREE
+from tests.builders import make_node, make_pod
+from tests.integration.emulator import TroupeEmulator
+
+# kmock 0.8 cannot parse /api/v1/namespaces (the path of the namespaces resource
+# itself): its watch is left out here.
+KINDS = tuple(k for k in WATCHED if k != "Namespace")
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[tuple[TroupeEmulator, str, Callable[[], KubeClient]]]:
+    async with TroupeEmulator() as emu, kmock.Server(emu) as srv:
+        url = str(srv.url).rstrip("/")
+
+        def client() -> KubeClient:
+            cfg = k8s.Configuration()
+            cfg.host = url
+            return KubeClient(k8s.ApiClient(cfg), backoff=0.05)
+
+        yield emu, url, client
+
+
+async def post(emu: TroupeEmulator, path: str, obj: dict[str, Any]) -> None:
+    async with emu.post(path, json=obj) as resp:
+        assert resp.status < 300, await resp.text()
+
+
+def pods(emu: TroupeEmulator) -> dict[str, Any]:
+    return {
+        n: o.raw for (r, _, n), o in emu._objects.items() if r.plural == "pods" and not o.deleted
+    }
+
+
+async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_pods_get_bound_through_pods_binding(
+    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+) -> None:
+    emu, url, client = cluster
+    for i in range(3):
+        await post(
+            emu, "/api/v1/nodes", make_node(f"n{i}").capacity(cpu=2, memory="4Gi", pods=10).obj()
+        )
+    for i in range(4):
+        await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
+    await post(emu, "/api/v1/namespaces/default/pods", make_pod("huge").req(cpu="64").obj())
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        operator.run(
+            default_config(IN_TREE),
+            client(),
+            server=url,
+            metrics_port=0,
+            stop=stop,
+            identity="test",
+            kinds=KINDS,
+        )
+    )
+    try:
+        await until(
+            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 4
+        )
+        await until(lambda: "conditions" in pods(emu)["huge"].get("status", {}))
+        cond = pods(emu)["huge"]["status"]["conditions"][0]
+        assert cond["reason"] == "Unschedulable"
+        assert cond["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+        assert emu.binds == 4
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
