@@ -39,6 +39,40 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from scheduler.config import ConfigError, load_config
+    from scheduler.framework.runtime import ProfileError
+    from scheduler.kube import KubeClient, load_api_client
+    from scheduler.operator import run
+    from scheduler.plugins.registry import IN_TREE
+
+    try:
+        config = load_config(args.config, IN_TREE)
+    except ConfigError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    try:
+        kube = KubeClient(load_api_client(args.kubeconfig), qps=args.qps, burst=args.burst)
+    except Exception as e:
+        print(f"troupe: cannot load cluster credentials: {e}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(
+            run(
+                config,
+                kube,
+                metrics_port=args.metrics_port,
+                lease_namespace=args.lease_namespace,
+                identity=args.identity,
+            )
+        )
+    except ProfileError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="troupe", description="Troupe, a gang scheduler for Kubernetes"
@@ -65,6 +99,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
     sim.set_defaults(func=_simulate)
+    run = sub.add_parser("run", help="schedule pods in a cluster (in-cluster or --kubeconfig)")
+    run.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    run.add_argument(
+        "--kubeconfig", help="a kubeconfig file (default: in-cluster, then ~/.kube/config)"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="port of /metrics, /healthz, /readyz (default: troupe.metricsPort)",
+    )
+    run.add_argument(
+        "--lease-namespace", default="kube-system", help="namespace of the leader-election Lease"
+    )
+    run.add_argument("--identity", default=None, help="this replica's name in the Lease")
+    run.add_argument("--qps", type=float, default=50.0, help="API requests per second")
+    run.add_argument("--burst", type=int, default=100, help="API request burst")
+    run.set_defaults(func=_run)
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=lambda a: print(__version__) or 0)
     return parser

@@ -295,12 +295,14 @@ class KubeLease:
         return self._record(obj)
 
     async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """A merge patch carrying metadata.resourceVersion: the API server applies it
+        only if the Lease has not changed since it was read (else 409)."""
         api = self.kube.coordination
         body: Any = self._body(record)
         try:
             obj = await self._call(
                 "update lease",
-                lambda: api.replace_namespaced_lease(self.name, self.namespace, body),
+                lambda: api.patch_namespaced_lease(self.name, self.namespace, body),
             )
         except k8s.ApiException as e:
             if e.status == 409:

@@ -183,8 +183,11 @@ async def run(
     server: str | None = None,
     stop: asyncio.Event | None = None,
     kinds: Collection[str] = tuple(WATCHED),
+    lease_timings: tuple[float, float, float] = (15.0, 10.0, 2.0),
 ) -> int:
-    """Run the scheduler in a cluster until stopped (0) or the lease is lost (1)."""
+    """Run the scheduler in a cluster until stopped (0) or the lease is lost (1).
+
+    `lease_timings` are (leaseDuration, renewDeadline, retryPeriod) seconds."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -198,7 +201,15 @@ async def run(
     kopf_thread = KopfThread(build_registry(scheduler, loop, server, kinds))
     kopf_thread.start()
     identity = identity or f"{socket.gethostname()}_{os.getpid()}"
-    elector = LeaderElector(kube.lease(lease_namespace, lease_name), identity, RealClock())
+    duration, deadline, retry = lease_timings
+    elector = LeaderElector(
+        kube.lease(lease_namespace, lease_name),
+        identity,
+        RealClock(),
+        lease_duration=duration,
+        renew_deadline=deadline,
+        retry_period=retry,
+    )
     lost = False
     scheduling: asyncio.Task[None] | None = None
 

@@ -90,3 +90,60 @@ async def test_pods_get_bound_through_pods_binding(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+def holder(emu: TroupeEmulator) -> str | None:
+    for (r, _, n), o in emu._objects.items():
+        if r.plural == "leases" and n == "troupe-scheduler" and not o.deleted:
+            return str(o.raw.get("spec", {}).get("holderIdentity") or "")
+    return None
+
+
+async def test_two_replicas_bind_each_pod_once_and_fail_over(
+    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+) -> None:
+    emu, url, client = cluster
+    for i in range(2):
+        await post(
+            emu, "/api/v1/nodes", make_node(f"n{i}").capacity(cpu=4, memory="4Gi", pods=10).obj()
+        )
+    for i in range(4):
+        await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
+
+    def replica(name: str, stop: asyncio.Event) -> asyncio.Task[int]:
+        return asyncio.create_task(
+            operator.run(
+                default_config(IN_TREE),
+                client(),
+                server=url,
+                metrics_port=0,
+                stop=stop,
+                identity=name,
+                kinds=KINDS,
+                lease_namespace="default",
+                lease_timings=(2.0, 1.5, 0.2),
+            )
+        )
+
+    stop_a, stop_b = asyncio.Event(), asyncio.Event()
+    a = replica("a", stop_a)
+    await until(lambda: holder(emu) == "a")
+    b = replica("b", stop_b)
+    try:
+        await until(
+            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 4
+        )
+        assert holder(emu) == "a"
+        stop_a.set()
+        assert await asyncio.wait_for(a, 30) == 0
+        await until(lambda: holder(emu) == "b")
+        for i in range(4, 6):
+            await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
+        await until(
+            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 6
+        )
+        assert emu.binds == 6  # every pod bound exactly once, no conflicting binds
+    finally:
+        stop_a.set()
+        stop_b.set()
+        await asyncio.wait_for(asyncio.gather(a, b, return_exceptions=True), 30)
