@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint bench demo clean
+.PHONY: install test lint bench demo manifests-check clean
 
 install: $(STAMP)
 
@@ -27,6 +27,9 @@ bench: install
 
 demo: install
 	$(BIN)/troupe simulate manifests/examples/demo-cluster.yaml
+
+manifests-check: install
+	$(BIN)/python -m tests.manifests_check
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

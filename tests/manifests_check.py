@@ -1,0 +1,60 @@
+"""`make manifests-check`: validate every manifest we ship.
+
+Kubernetes kinds are checked by kubernetes-validate against the Kubernetes
+OpenAPI schemas (strict: unknown fields are errors); PodGroups against the
+openAPIV3Schema of the CRD we ship; the scheduler configuration in the
+ConfigMap by Troupe's own loader.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+from scheduler.config import ConfigError, parse_config
+from scheduler.plugins.registry import IN_TREE
+
+ROOT = Path(__file__).resolve().parent.parent
+# The ServiceMonitor needs the Prometheus Operator's CRDs: not checked.
+SKIP = {"servicemonitor.example.yaml", "demo-cluster.yaml"}
+
+
+def main() -> int:
+    files = sorted(p for p in (ROOT / "manifests").rglob("*.yaml") if p.name not in SKIP)
+    files += sorted((ROOT / "crds").glob("*.yaml"))
+    failed = 0
+    crd = yaml.safe_load((ROOT / "crds" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    kube_files = []
+    for f in files:
+        docs = [d for d in yaml.safe_load_all(f.read_text()) if d]
+        for d in docs:
+            if d.get("kind") == "PodGroup":
+                try:
+                    jsonschema.validate(d, schema)
+                    print(f"OK   {f.relative_to(ROOT)}: PodGroup {d['metadata']['name']}")
+                except jsonschema.ValidationError as e:
+                    print(f"FAIL {f.relative_to(ROOT)}: PodGroup: {e.message}")
+                    failed += 1
+            elif d.get("kind") == "ConfigMap" and "config.yaml" in d.get("data", {}):
+                try:
+                    parse_config(yaml.safe_load(d["data"]["config.yaml"]), IN_TREE)
+                    print(f"OK   {f.relative_to(ROOT)}: scheduler configuration")
+                except ConfigError as e:
+                    print(f"FAIL {f.relative_to(ROOT)}: scheduler configuration: {e}")
+                    failed += 1
+        if any(d.get("kind") != "PodGroup" for d in docs):
+            kube_files.append(str(f))
+    r = subprocess.run(
+        [sys.executable, "-m", "kubernetes_validate", "--strict", "--no-warn", *kube_files],
+        check=False,
+    )
+    return 1 if failed or r.returncode else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
