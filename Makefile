@@ -26,7 +26,7 @@ bench: install
 	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
 
 demo: install
-	$(BIN)/troupe simulate manifests/examples/demo-cluster.yaml
+	$(BIN)/python -m tests.demo $(DEMO_ARGS)
 
 manifests-check: install
 	$(BIN)/python -m tests.manifests_check

@@ -170,7 +170,8 @@ class KubeClient:
         body: Any = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": ns},
+            # client-go's recorder names events <object>.<unix nanos in hex>
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": ns},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns},
             "reason": reason,
             "message": message,

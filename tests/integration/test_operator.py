@@ -147,3 +147,18 @@ async def test_two_replicas_bind_each_pod_once_and_fail_over(
         stop_a.set()
         stop_b.set()
         await asyncio.wait_for(asyncio.gather(a, b, return_exceptions=True), 30)
+
+
+def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    from tests import demo
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert demo.main(["--metrics-port", str(port), "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "7 of 12 pods bound" in out
+    assert "pod ml/trainer                   -> gpu-b1" in out
+    assert "podgroup ml/allreduce" in out and "phase=Scheduled" in out
