@@ -319,6 +319,9 @@ class Cache:
     def remove_pod_group(self, key: GroupKey) -> None:
         self._groups.pop(key, None)
 
+    def pod_groups(self) -> list[PodGroup]:
+        return list(self._groups.values())
+
     def pod_group(self, key: GroupKey) -> PodGroup | None:
         return self._groups.get(key)
 

@@ -843,6 +843,13 @@ class Scheduler:
                 for plugin in plugins:
                     k = (plugin, qpi.pod.scheduler_name)
                     by_plugin[k] = by_plugin.get(k, 0) + 1
+        phases: dict[str, int] = {}
+        for pg in self.cache.pod_groups():
+            phase = str(pg.status.get("phase") or "Pending")
+            phases[phase] = phases.get(phase, 0) + 1
+        m.podgroups.clear()
+        for phase, n in phases.items():
+            m.podgroups.labels(phase).set(n)
         m.unschedulable_pods.clear()
         for (plugin, profile), n in by_plugin.items():
             m.unschedulable_pods.labels(plugin, profile).set(n)

@@ -60,6 +60,7 @@ def test_gang_metrics() -> None:
     assert got[("troupe_podgroup_attempts_total", (("result", "admitted"),))] == 1
     assert got[("troupe_podgroup_attempts_total", (("result", "unschedulable"),))] >= 1
     assert got[("troupe_podgroup_admission_duration_seconds_count", ())] == 1
+    assert got[("troupe_podgroups", (("phase", "Pending"),))] == 2  # as the cache last saw
     assert got[("scheduler_permit_wait_duration_seconds_count", (("result", "Success"),))] == 3
 
 
