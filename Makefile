@@ -24,6 +24,7 @@ lint: install
 
 bench: install
 	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
+	$(BIN)/python -m tests.perf.e2e
 
 demo: install
 	$(BIN)/python -m tests.demo $(DEMO_ARGS)

@@ -184,6 +184,7 @@ async def run(
     stop: asyncio.Event | None = None,
     kinds: Collection[str] = tuple(WATCHED),
     lease_timings: tuple[float, float, float] = (15.0, 10.0, 2.0),
+    on_scheduler: Callable[[Scheduler], None] | None = None,
 ) -> int:
     """Run the scheduler in a cluster until stopped (0) or the lease is lost (1).
 
@@ -195,6 +196,8 @@ async def run(
             loop.add_signal_handler(sig, stop.set)
     metrics = Metrics()
     scheduler = Scheduler(config, kube, RealClock(), metrics=metrics)
+    if on_scheduler is not None:  # benchmarks instrument it
+        on_scheduler(scheduler)
     synced = False
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     close_metrics = await metrics.serve(metrics_host, port, lambda: synced) if port else None
