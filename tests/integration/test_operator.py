@@ -162,3 +162,39 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert "7 of 12 pods bound" in out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduled" in out
+
+
+async def test_malformed_object_is_reported_and_skipped(
+    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+) -> None:
+    emu, url, client = cluster
+    await post(emu, "/api/v1/nodes", make_node("n0").capacity(cpu=4, memory="4Gi", pods=10).obj())
+    bad = make_pod("bad").obj()
+    bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
+    await post(emu, "/api/v1/namespaces/default/pods", bad)
+    await post(emu, "/api/v1/namespaces/default/pods", make_pod("good").req(cpu="1").obj())
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        operator.run(
+            default_config(IN_TREE),
+            client(),
+            server=url,
+            metrics_port=0,
+            stop=stop,
+            identity="test",
+            kinds=KINDS,
+        )
+    )
+    try:
+        await until(lambda: pods(emu)["good"].get("spec", {}).get("nodeName") == "n0")
+        await until(lambda: "conditions" in pods(emu)["bad"].get("status", {}))
+        msg = pods(emu)["bad"]["status"]["conditions"][0]["message"]
+        assert msg.startswith("spec.containers[0].resources.requests.cpu: quantities must")
+        events = [o.raw for (r, _, _), o in emu._objects.items() if r.plural == "events"]
+        assert any(
+            e["involvedObject"]["name"] == "bad" and e["reason"] == "FailedScheduling"
+            for e in events
+        )
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
