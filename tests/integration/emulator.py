@@ -52,6 +52,9 @@ RESOURCES = (
 class TroupeEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
     fail_next: dict[str, list[int]] = attrs.field(factory=dict)
     binds: int = 0
+    # Close this many pod watches at once (as an API server or a proxy drops them).
+    drop_pod_watches: int = 0
+    pod_watches: int = 0
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -67,6 +70,11 @@ class TroupeEmulator(kmock.KubernetesEmulator):  # type: ignore[misc]
                 code = codes.pop(0)
                 return _status(code, "InternalError", f"injected {code}")
         res = request.resource
+        if res is not None and res.plural == "pods" and request.action == kmock.action.WATCH:
+            self.pod_watches += 1
+            if self.drop_pod_watches > 0:
+                self.drop_pod_watches -= 1
+                return aiohttp.web.Response(status=200, body=b"")  # the stream just ends
         if (
             res is not None
             and res.plural == "pods"

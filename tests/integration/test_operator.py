@@ -198,3 +198,30 @@ async def test_malformed_object_is_reported_and_skipped(
     finally:
         stop.set()
         assert await asyncio.wait_for(task, 30) == 0
+
+
+async def test_a_dropped_watch_is_resumed(
+    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+) -> None:
+    emu, url, client = cluster
+    await post(emu, "/api/v1/nodes", make_node("n0").capacity(cpu=4, memory="4Gi", pods=10).obj())
+    emu.drop_pod_watches = 2
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        operator.run(
+            default_config(IN_TREE),
+            client(),
+            server=url,
+            metrics_port=0,
+            stop=stop,
+            identity="test",
+            kinds=KINDS,
+        )
+    )
+    try:
+        await until(lambda: emu.drop_pod_watches == 0 and emu.pod_watches >= 3)
+        await post(emu, "/api/v1/namespaces/default/pods", make_pod("late").req(cpu="1").obj())
+        await until(lambda: pods(emu)["late"].get("spec", {}).get("nodeName") == "n0")
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(task, 30) == 0
