@@ -203,7 +203,7 @@ async def run(
     close_metrics = await metrics.serve(metrics_host, port, lambda: synced) if port else None
     kopf_thread = KopfThread(build_registry(scheduler, loop, server, kinds))
     kopf_thread.start()
-    identity = identity or f"{socket.gethostname()}_{os.getpid()}"
+    identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
     duration, deadline, retry = lease_timings
     elector = LeaderElector(
         kube.lease(lease_namespace, lease_name),
