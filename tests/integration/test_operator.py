@@ -55,6 +55,24 @@ async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
         await asyncio.sleep(0.05)
 
 
+def start(
+    url: str, client: Callable[[], KubeClient], stop: asyncio.Event, **kwargs: Any
+) -> asyncio.Task[int]:
+    """The operator as `troupe run` runs it, against the emulator."""
+    kwargs.setdefault("identity", "test")
+    return asyncio.create_task(
+        operator.run(
+            default_config(IN_TREE),
+            client(),
+            server=url,
+            metrics_port=0,
+            stop=stop,
+            kinds=KINDS,
+            **kwargs,
+        )
+    )
+
+
 async def test_pods_get_bound_through_pods_binding(
     cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
 ) -> None:
@@ -67,17 +85,7 @@ async def test_pods_get_bound_through_pods_binding(
         await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
     await post(emu, "/api/v1/namespaces/default/pods", make_pod("huge").req(cpu="64").obj())
     stop = asyncio.Event()
-    task = asyncio.create_task(
-        operator.run(
-            default_config(IN_TREE),
-            client(),
-            server=url,
-            metrics_port=0,
-            stop=stop,
-            identity="test",
-            kinds=KINDS,
-        )
-    )
+    task = start(url, client, stop)
     try:
         await until(
             lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 4
@@ -111,18 +119,13 @@ async def test_two_replicas_bind_each_pod_once_and_fail_over(
         await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
 
     def replica(name: str, stop: asyncio.Event) -> asyncio.Task[int]:
-        return asyncio.create_task(
-            operator.run(
-                default_config(IN_TREE),
-                client(),
-                server=url,
-                metrics_port=0,
-                stop=stop,
-                identity=name,
-                kinds=KINDS,
-                lease_namespace="default",
-                lease_timings=(2.0, 1.5, 0.2),
-            )
+        return start(
+            url,
+            client,
+            stop,
+            identity=name,
+            lease_namespace="default",
+            lease_timings=(2.0, 1.5, 0.2),
         )
 
     stop_a, stop_b = asyncio.Event(), asyncio.Event()
@@ -174,17 +177,7 @@ async def test_malformed_object_is_reported_and_skipped(
     await post(emu, "/api/v1/namespaces/default/pods", bad)
     await post(emu, "/api/v1/namespaces/default/pods", make_pod("good").req(cpu="1").obj())
     stop = asyncio.Event()
-    task = asyncio.create_task(
-        operator.run(
-            default_config(IN_TREE),
-            client(),
-            server=url,
-            metrics_port=0,
-            stop=stop,
-            identity="test",
-            kinds=KINDS,
-        )
-    )
+    task = start(url, client, stop)
     try:
         await until(lambda: pods(emu)["good"].get("spec", {}).get("nodeName") == "n0")
         await until(lambda: "conditions" in pods(emu)["bad"].get("status", {}))
@@ -207,17 +200,7 @@ async def test_a_dropped_watch_is_resumed(
     await post(emu, "/api/v1/nodes", make_node("n0").capacity(cpu=4, memory="4Gi", pods=10).obj())
     emu.drop_pod_watches = 2
     stop = asyncio.Event()
-    task = asyncio.create_task(
-        operator.run(
-            default_config(IN_TREE),
-            client(),
-            server=url,
-            metrics_port=0,
-            stop=stop,
-            identity="test",
-            kinds=KINDS,
-        )
-    )
+    task = start(url, client, stop)
     try:
         await until(lambda: emu.drop_pod_watches == 0 and emu.pod_watches >= 3)
         await post(emu, "/api/v1/namespaces/default/pods", make_pod("late").req(cpu="1").obj())
