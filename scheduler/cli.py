@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
@@ -78,7 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="troupe", description="Troupe, a gang scheduler for Kubernetes"
     )
     parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more logging (-vv: debug); `run` logs at info by default",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line, for log collectors",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="schedule a cluster described in YAML, no API server")
@@ -123,17 +134,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    level = (
-        logging.WARNING
-        if args.verbose == 0
-        else logging.INFO
-        if args.verbose == 1
-        else logging.DEBUG
-    )
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    verbose = args.verbose + (1 if args.command == "run" else 0)
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler()
+    if args.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     return int(args.func(args))
 
 

@@ -150,3 +150,23 @@ def test_load_objects_rejects_unknown_podgroup_api(tmp_path: Path) -> None:
     f.write_text("apiVersion: example.com/v1\nkind: PodGroup\nmetadata: {name: g}\n")
     with pytest.raises(InputError, match="PodGroup apiVersion"):
         load_objects([str(f)])
+
+
+def test_json_logs() -> None:
+    import json as _json
+    import logging
+
+    from scheduler.cli import JsonFormatter
+
+    rec = logging.LogRecord(
+        "scheduler.scheduler",
+        logging.INFO,
+        __file__,
+        1,
+        "pod %s is unschedulable: %s",
+        ("default/p", "0/1 nodes"),
+        None,
+    )
+    out = _json.loads(JsonFormatter().format(rec))
+    assert out["level"] == "INFO" and out["logger"] == "scheduler.scheduler"
+    assert out["msg"] == "pod default/p is unschedulable: 0/1 nodes"
