@@ -122,7 +122,8 @@ async def demo(args: argparse.Namespace) -> int:
                     seen_groups[key] = st
                     changed = True
             quiet = 0.0 if changed else quiet + 0.25
-            if not args.keep_running and (quiet >= 3.0 or loop.time() > deadline):
+            decided = bool(seen_pods) and all(w != "pending" for w in seen_pods.values())
+            if not args.keep_running and ((decided and quiet >= 3.0) or loop.time() > deadline):
                 break
         bound = sum(
             1 for w in seen_pods.values() if not w.startswith(("0/", "pending", "PodGroup"))
