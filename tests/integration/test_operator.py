@@ -125,7 +125,7 @@ async def test_two_replicas_bind_each_pod_once_and_fail_over(
             stop,
             identity=name,
             lease_namespace="default",
-            lease_timings=(2.0, 1.5, 0.2),
+            lease_timings=(8.0, 5.0, 0.5),
         )
 
     stop_a, stop_b = asyncio.Event(), asyncio.Event()
