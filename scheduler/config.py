@@ -1,57 +1,162 @@
 """The configuration file: load, default, validate.
 
 The file is a KubeSchedulerConfiguration (`kubescheduler.config.k8s.io/v1`),
-read as kube-scheduler reads it: profiles with `schedulerName`, `plugins` per
-extension point and `multiPoint` (enabled / disabled with `"*"` / weight),
-`pluginConfig` args, `percentageOfNodesToScore`, `podInitialBackoffSeconds`,
-`podMaxBackoffSeconds`. Unknown fields are errors (kube-scheduler decodes
-strictly). Troupe's own settings live in a top-level `troupe:` section:
+read as kube-scheduler reads it, so a kube-scheduler configuration reads the
+same here:
+
+    apiVersion: kubescheduler.config.k8s.io/v1
+    kind: KubeSchedulerConfiguration
+    percentageOfNodesToScore: 0        # 0: adaptive; a profile may override it
+    podInitialBackoffSeconds: 1
+    podMaxBackoffSeconds: 10
+    profiles:
+    - schedulerName: troupe-scheduler  # defaulted only when there is one profile
+      percentageOfNodesToScore: 50
+      plugins:
+        multiPoint: {enabled: [...], disabled: [{name: "*"}]}
+        score: {enabled: [{name: NodeResourcesFit, weight: 5}]}
+      pluginConfig:
+      - name: NodeResourcesFit
+        args: {scoringStrategy: {type: MostAllocated}}
+
+Troupe's own settings live in a top-level `troupe:` section (all optional):
 
     troupe:
-      fifoFallback: {enabled: true, minQueueLength: 100, failureStreak: 50,
-                     durationSeconds: 30}
+      fifoFallback:                    # serve the queue in arrival order for a
+        enabled: true                  #   while when sorting keeps failing
+        minQueueLength: 100            #   ... with at least this many queued pods
+        failureStreak: 50              #   ... after this many failures in a row
+        durationSeconds: 30
       unschedulableFlushSeconds: 300   # podMaxInUnschedulablePodsDuration
       assumedPodTTLSeconds: 0          # 0: assumed pods never expire
       seed: 0                          # random tie-break between equal nodes
       gangGroupCycle: true             # place a gang's pods together (atomic)
       podGroupStatusCoalesceSeconds: 1
-      metricsPort: 10259
+      metricsPort: 10259               # /metrics, /healthz, /readyz
 
-Any error stops start-up with one `ConfigError` naming the field. Plugin
-arguments are validated by the plugins themselves when the profile is built
-(`framework.runtime.Profile`), with the field path of their `args`.
+How the plugin sets are built (as kube-scheduler's v1 defaulting, `mergePlugins`
+in apis/config/v1/default_plugins.go, then the framework's `NewFramework`,
+`expandMultiPointPlugins` and `getScoreWeights` in framework/runtime):
+
+1. The profile's `multiPoint` is merged into the default multiPoint set: the
+   defaults minus `multiPoint.disabled` (`"*"`: all of them), where an entry of
+   `multiPoint.enabled` naming a default replaces it in place (its weight
+   included), and the other entries are appended in their order.
+2. At each extension point, the plugins of that set which implement the point
+   are added unless the point disables them (`"*"` there: no multiPoint plugin
+   at all at that point). Plugins the point enables itself come first when
+   they are also in the multiPoint set (they override it), in the point's
+   order; then the multiPoint ones; then the point's other plugins.
+3. A score weight is the `score.enabled` entry's if there is one, else the
+   multiPoint entry's; 0 or unset means 1. Weights at other points are ignored.
+
+Decoding is strict, as kube-scheduler's: unknown fields, repeated YAML keys and
+wrong types are errors. Two leniencies: a document without `apiVersion`/`kind`
+is read as v1, and kube-scheduler plugins Troupe does not have
+(`DefaultPreemption`, `VolumeBinding`...) may be disabled or given a
+`pluginConfig` entry, which is then ignored, so that a kube-scheduler
+configuration can be used as it is; enabling one is an error. Top-level fields
+of kube-scheduler that Troupe takes from its command line instead
+(`leaderElection`, `clientConnection`, `parallelism`, profiling,
+`delayCacheUntilActive`) are checked and ignored, with a log line.
+
+Any error stops start-up with one `ConfigError` naming the field, e.g.
+`profiles[0].plugins.score.enabled[0]: plugin "PrioritySort" does not implement
+score`. Plugin arguments are validated by the plugins themselves when the
+profile is built (`framework.runtime.Profile`), with the field path of their
+`args` (`PluginSpec.args_path`); here an `args` only has to be an object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 import yaml
 
-from scheduler.framework.interface import EXTENSION_POINTS, PluginSpec, implements
-from scheduler.plugins.registry import DEFAULT_MULTI_POINT
+from scheduler.framework.interface import (
+    EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    PluginSpec,
+    implements,
+)
+
+log = logging.getLogger(__name__)
 
 API_VERSION: Final = "kubescheduler.config.k8s.io/v1"
 KIND: Final = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME: Final = "troupe-scheduler"
+MULTI_POINT: Final = "multiPoint"
+ALL: Final = "*"
 
 # Extension point names in file order (multiPoint is expanded into these).
 POINTS: Final = tuple(EXTENSION_POINTS)
 
+# kube-scheduler's in-tree plugins (framework/plugins/names). Those missing from
+# the registry may be disabled or configured, but not enabled.
+KUBE_SCHEDULER_PLUGINS: Final = frozenset(
+    {
+        "PrioritySort",
+        "DefaultBinder",
+        "DefaultPreemption",
+        "DynamicResources",
+        "ImageLocality",
+        "InterPodAffinity",
+        "NodeAffinity",
+        "NodeName",
+        "NodePorts",
+        "NodeResourcesBalancedAllocation",
+        "NodeResourcesFit",
+        "NodeUnschedulable",
+        "NodeVolumeLimits",
+        "AzureDiskLimits",
+        "CinderLimits",
+        "EBSLimits",
+        "GCEPDLimits",
+        "PodTopologySpread",
+        "SchedulingGates",
+        "TaintToleration",
+        "VolumeBinding",
+        "VolumeRestrictions",
+        "VolumeZone",
+    }
+)
+
+# As kube-scheduler's framework.MaxTotalScore: the weighted sum must fit an int64.
+MAX_TOTAL_SCORE: Final = 2**63 - 1
+
 
 class ConfigError(ValueError):
-    """A bad configuration; the message names the field."""
+    """A bad configuration: one message naming the file (when there is one),
+    the field and the problem, e.g. `percentageOfNodesToScore: must be between
+    0 and 100, got 120`."""
+
+    def __init__(self, field_path: str, problem: str, file: str = "") -> None:
+        super().__init__(": ".join(p for p in (file, field_path, problem) if p))
+        self.field_path = field_path
+        self.problem = problem
+        self.file = file
+
+
+# ---- records --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class TroupeSettings:
+    """The `troupe:` section."""
+
     fifo_enabled: bool = True
     fifo_min_queue_length: int = 100
     fifo_failure_streak: int = 50
     fifo_duration_seconds: float = 30.0
     unschedulable_flush_seconds: float = 300.0
+    # As kube-scheduler's durationToExpireAssumedPod: 0 means never expire.
     assumed_pod_ttl_seconds: float = 0.0
     seed: int = 0
     group_cycle: bool = True
@@ -61,15 +166,18 @@ class TroupeSettings:
 
 @dataclass(frozen=True, slots=True)
 class ProfileConfig:
+    """One profile: per extension point (every key of EXTENSION_POINTS), the
+    enabled plugins in the order they run, with score weights and args."""
+
     scheduler_name: str
     plugins: Mapping[str, tuple[PluginSpec, ...]]
-    percentage_of_nodes_to_score: int | None = None
+    percentage_of_nodes_to_score: int | None = None  # None: the global value
 
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     profiles: tuple[ProfileConfig, ...]
-    percentage_of_nodes_to_score: int = 0
+    percentage_of_nodes_to_score: int = 0  # 0: adaptive, as kube-scheduler
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     troupe: TroupeSettings = field(default_factory=TroupeSettings)
@@ -81,317 +189,530 @@ class SchedulerConfig:
         return None
 
 
-# ---- readers ----------------------------------------------------------------------
+# ---- typed readers --------------------------------------------------------------------
 
 
-def _check_keys(obj: Mapping[str, Any], allowed: Sequence[str], path: str) -> None:
-    for k in obj:
-        if k not in allowed:
-            where = f"{path}.{k}" if path else str(k)
-            raise ConfigError(f"{where}: unknown field")
+def _show(v: object) -> str:
+    """A value as the user wrote it, for messages."""
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, str) and len(v) > 60:
+        v = v[:57] + "..."
+    try:
+        return json.dumps(v)
+    except (TypeError, ValueError):
+        return repr(v)
 
 
-def _mapping(v: object, path: str) -> Mapping[str, Any]:
+def _join(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def _object(v: object, path: str, allowed: Sequence[str] | None = None) -> Mapping[str, Any]:
+    """An object (None reads as empty); with `allowed`, unknown keys are errors."""
     if v is None:
         return {}
     if not isinstance(v, Mapping):
-        raise ConfigError(f"{path}: must be an object")
+        raise ConfigError(path, f"must be an object, got {_show(v)}")
+    for k in v:
+        if not isinstance(k, str):
+            raise ConfigError(path, f"field names must be strings, got {_show(k)}")
+        if allowed is not None and k not in allowed:
+            raise ConfigError(_join(path, k), "unknown field" + _suggest(k, allowed))
     return v
 
 
-def _seq(v: object, path: str) -> list[Any]:
+def _list(v: object, path: str) -> list[Any]:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise ConfigError(f"{path}: must be a list")
+        raise ConfigError(path, f"must be a list, got {_show(v)}")
     return v
 
 
 def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ConfigError(f"{path}: must be an integer, got {v!r}")
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        rng = (
-            f"between {lo} and {hi}"
-            if lo is not None and hi is not None
-            else (f">= {lo}" if lo is not None else f"<= {hi}")
-        )
-        raise ConfigError(f"{path}: must be {rng}, got {v}")
+        raise ConfigError(path, f"must be an integer, got {_show(v)}")
+    if lo is not None and hi is not None and not lo <= v <= hi:
+        raise ConfigError(path, f"must be between {lo} and {hi}, got {v}")
+    if lo is not None and v < lo:
+        raise ConfigError(path, f"must be >= {lo}, got {v}")
+    if hi is not None and v > hi:
+        raise ConfigError(path, f"must be <= {hi}, got {v}")
     return v
 
 
-def _num(v: object, path: str, lo: float | None = None) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ConfigError(f"{path}: must be a number, got {v!r}")
-    if lo is not None and v < lo:
-        raise ConfigError(f"{path}: must be >= {lo:g}, got {v}")
+def _seconds(v: object, path: str, *, positive: bool = False) -> float:
+    """A finite, non-negative number of seconds (> 0 with `positive`)."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ConfigError(path, f"must be a number of seconds, got {_show(v)}")
+    if positive and v <= 0:
+        raise ConfigError(path, f"must be > 0, got {v:g}")
+    if v < 0:
+        raise ConfigError(path, f"must be >= 0, got {v:g}")
     return float(v)
 
 
 def _bool(v: object, path: str) -> bool:
     if not isinstance(v, bool):
-        raise ConfigError(f"{path}: must be true or false, got {v!r}")
+        raise ConfigError(path, f"must be true or false, got {_show(v)}")
     return v
 
 
-def _str(v: object, path: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise ConfigError(f"{path}: must be a non-empty string")
+def _name(v: object, path: str) -> str:
+    if not isinstance(v, str):
+        raise ConfigError(path, f"must be a string, got {_show(v)}")
+    if not v:
+        raise ConfigError(path, "must not be empty")
     return v
 
 
-def _implements(cls: type, point: str) -> bool:
-    return implements(cls, point)
+# ---- plugin sets ------------------------------------------------------------------------
 
 
-# ---- plugins --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One enabled plugin as written (weight 0: unset)."""
+
+    name: str
+    weight: int
+    path: str  # where it was enabled, "" for a default
 
 
-def _plugin_set(
-    obj: object, path: str, registry: Mapping[str, type]
-) -> tuple[list[tuple[str, int | None, str]], set[str]]:
-    """(enabled [(name, weight, path)], disabled names) of one PluginSet."""
-    m = _mapping(obj, path)
-    _check_keys(m, ("enabled", "disabled"), path)
-    enabled = []
-    seen: set[str] = set()
-    for i, e in enumerate(_seq(m.get("enabled"), f"{path}.enabled")):
+@dataclass(frozen=True, slots=True)
+class _PluginSet:
+    enabled: tuple[_Entry, ...]
+    disabled: frozenset[str]
+
+
+def _unknown_plugin(name: str, registry: Mapping[str, type]) -> str:
+    if name in KUBE_SCHEDULER_PLUGINS:
+        return f'plugin "{name}" is a kube-scheduler plugin that Troupe does not have'
+    return f'unknown plugin "{name}"' + _suggest(name, registry)
+
+
+def _plugin_set(obj: object, path: str, registry: Mapping[str, type]) -> _PluginSet:
+    m = _object(obj, path, ("enabled", "disabled"))
+    enabled: list[_Entry] = []
+    for i, e in enumerate(_list(m.get("enabled"), f"{path}.enabled")):
         p = f"{path}.enabled[{i}]"
-        e = _mapping(e, p)
-        _check_keys(e, ("name", "weight"), p)
-        name = _str(e.get("name"), f"{p}.name")
+        e = _object(e, p, ("name", "weight"))
+        name = _name(e.get("name"), f"{p}.name")
         if name not in registry:
-            raise ConfigError(f'{p}.name: unknown plugin "{name}"')
-        if name in seen:
-            raise ConfigError(f'{p}.name: plugin "{name}" is enabled twice')
-        seen.add(name)
-        w = e.get("weight")
-        weight = None if w is None else _int(w, f"{p}.weight", 0)
-        enabled.append((name, weight or None, p))
+            raise ConfigError(f"{p}.name", _unknown_plugin(name, registry))
+        if any(x.name == name for x in enabled):
+            raise ConfigError(f"{p}.name", f'plugin "{name}" is enabled twice')
+        weight = 0 if e.get("weight") is None else _int(e["weight"], f"{p}.weight", lo=0)
+        enabled.append(_Entry(name, weight, p))
     disabled: set[str] = set()
-    for i, d in enumerate(_seq(m.get("disabled"), f"{path}.disabled")):
+    for i, d in enumerate(_list(m.get("disabled"), f"{path}.disabled")):
         p = f"{path}.disabled[{i}]"
-        d = _mapping(d, p)
-        _check_keys(d, ("name", "weight"), p)
-        name = _str(d.get("name"), f"{p}.name")
-        if name != "*" and name not in registry:
-            raise ConfigError(f'{p}.name: unknown plugin "{name}"')
+        d = _object(d, p, ("name", "weight"))
+        name = _name(d.get("name"), f"{p}.name")
+        if name != ALL and name not in registry and name not in KUBE_SCHEDULER_PLUGINS:
+            raise ConfigError(f"{p}.name", _unknown_plugin(name, registry))
         disabled.add(name)
-    return enabled, disabled
+    return _PluginSet(tuple(enabled), frozenset(disabled))
 
 
-def _expand(
-    plugins: Mapping[str, Any],
-    path: str,
-    registry: Mapping[str, type],
-    defaults: Sequence[PluginSpec],
-) -> dict[str, list[tuple[str, int]]]:
-    """Per point, the ordered (name, weight) list, as kube-scheduler's multiPoint
-    expansion and mergePlugins: defaults (multiPoint) minus disabled, plus
-    the profile's multiPoint, then each point's own enabled/disabled."""
-    _check_keys(plugins, ("multiPoint", *POINTS), path)
-    mp_enabled, mp_disabled = _plugin_set(plugins.get("multiPoint"), f"{path}.multiPoint", registry)
-    multi: list[tuple[str, int | None]] = []
-    if "*" not in mp_disabled:
-        multi = [(s.name, s.weight) for s in defaults if s.name not in mp_disabled]
-    for name, weight, _ in mp_enabled:
-        multi = [(n, w) for n, w in multi if n != name]
-        multi.append((name, weight))
-    out: dict[str, list[tuple[str, int]]] = {}
-    for point in POINTS:
-        enabled, disabled = _plugin_set(plugins.get(point), f"{path}.{point}", registry)
-        base = (
-            []
-            if "*" in disabled
-            else [(n, w) for n, w in multi if n not in disabled and _implements(registry[n], point)]
-        )
-        explicit = {n for n, _, _ in enabled}
-        row = [(n, w or 1) for n, w in base if n not in explicit]
-        for name, weight, p in enabled:
-            if not _implements(registry[name], point):
-                raise ConfigError(f'{p}: plugin "{name}" does not implement {point}')
-            default_w = next((w for n, w in multi if n == name), None)
-            row.append((name, weight or default_w or 1))
-        out[point] = row
+def _merge_multi_point(
+    defaults: Sequence[PluginSpec], custom: _PluginSet, path: str, registry: Mapping[str, type]
+) -> list[_Entry]:
+    """The profile's multiPoint set: kube-scheduler's mergePluginSet."""
+    by_name = {e.name: e for e in custom.enabled}
+    merged: list[_Entry] = []
+    if ALL not in custom.disabled:
+        for d in defaults:
+            if d.name in custom.disabled:
+                continue
+            if d.name not in registry:
+                raise ConfigError(path, f'default plugin "{d.name}" is not in the registry')
+            merged.append(by_name.get(d.name, _Entry(d.name, d.weight, "")))
+    replaced = {e.name for e in merged}
+    merged.extend(e for e in custom.enabled if e.name not in replaced)
+    return merged
+
+
+def _expand_point(
+    point: str, own: _PluginSet, multi: Sequence[_Entry], registry: Mapping[str, type]
+) -> list[_Entry]:
+    """One point's plugins: kube-scheduler's expandMultiPointPlugins."""
+    for e in own.enabled:
+        if not implements(registry[e.name], point):
+            raise ConfigError(e.path, f'plugin "{e.name}" does not implement {point}')
+    if ALL in own.disabled:
+        return list(own.enabled)
+    explicit = {e.name for e in own.enabled}
+    overridden: set[str] = set()
+    from_multi: list[_Entry] = []
+    for e in multi:
+        if not implements(registry[e.name], point) or e.name in own.disabled:
+            continue
+        if e.name in explicit:
+            overridden.add(e.name)
+        else:
+            from_multi.append(e)
+    return (
+        [e for e in own.enabled if e.name in overridden]
+        + from_multi
+        + [e for e in own.enabled if e.name not in overridden]
+    )
+
+
+def _plugin_args(
+    obj: object, path: str, registry: Mapping[str, type]
+) -> dict[str, tuple[Mapping[str, Any], str]]:
+    """pluginConfig: plugin name -> (args, args path)."""
+    out: dict[str, tuple[Mapping[str, Any], str]] = {}
+    for j, pc in enumerate(_list(obj, path)):
+        p = f"{path}[{j}]"
+        pc = _object(pc, p, ("name", "args"))
+        name = _name(pc.get("name"), f"{p}.name")
+        if name in out:
+            raise ConfigError(f"{p}.name", f'duplicate "{name}"')
+        args = dict(_object(pc.get("args"), f"{p}.args"))
+        if name not in registry:
+            if name not in KUBE_SCHEDULER_PLUGINS:
+                raise ConfigError(f"{p}.name", _unknown_plugin(name, registry))
+            log.info("configuration: %s: ignored, Troupe has no plugin %s", p, name)
+            continue
+        # A dumped kube-scheduler configuration types its args; the type is the plugin's.
+        api_version, kind = args.pop("apiVersion", None), args.pop("kind", None)
+        if api_version is not None and api_version != API_VERSION:
+            raise ConfigError(
+                f"{p}.args.apiVersion", f"expected {API_VERSION}, got {_show(api_version)}"
+            )
+        if kind is not None and kind != f"{name}Args":
+            raise ConfigError(f"{p}.args.kind", f"expected {name}Args, got {_show(kind)}")
+        out[name] = (args, f"{p}.args")
     return out
 
 
+PROFILE_FIELDS: Final = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
+
+
 def _profile(
-    obj: object, i: int, registry: Mapping[str, type], defaults: Sequence[PluginSpec]
+    obj: object,
+    i: int,
+    count: int,
+    registry: Mapping[str, type],
+    defaults: Sequence[PluginSpec],
 ) -> ProfileConfig:
     path = f"profiles[{i}]"
-    m = _mapping(obj, path)
-    _check_keys(m, ("schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"), path)
-    name = _str(m.get("schedulerName", DEFAULT_SCHEDULER_NAME), f"{path}.schedulerName")
-    per_point = _expand(
-        _mapping(m.get("plugins"), f"{path}.plugins"), f"{path}.plugins", registry, defaults
-    )
-    args: dict[str, tuple[Mapping[str, Any], str]] = {}
-    for j, pc in enumerate(_seq(m.get("pluginConfig"), f"{path}.pluginConfig")):
-        p = f"{path}.pluginConfig[{j}]"
-        pc = _mapping(pc, p)
-        _check_keys(pc, ("name", "args"), p)
-        pname = _str(pc.get("name"), f"{p}.name")
-        if pname not in registry:
-            raise ConfigError(f'{p}.name: unknown plugin "{pname}"')
-        if pname in args:
-            raise ConfigError(f'{p}.name: repeated config for plugin "{pname}"')
-        args[pname] = (_mapping(pc.get("args"), f"{p}.args"), f"{p}.args")
+    m = _object(obj, path, PROFILE_FIELDS)
+    # As kube-scheduler: only a lone profile gets the default name.
+    raw_name = m.get("schedulerName")
+    if raw_name is None and count > 1:
+        raise ConfigError(f"{path}.schedulerName", "required when there are several profiles")
+    name = _name(DEFAULT_SCHEDULER_NAME if raw_name is None else raw_name, f"{path}.schedulerName")
     pct = m.get("percentageOfNodesToScore")
     percentage = None if pct is None else _int(pct, f"{path}.percentageOfNodesToScore", 0, 100)
-    plugins = {
-        point: tuple(
-            PluginSpec(n, w, args.get(n, ({}, ""))[0], args.get(n, ({}, ""))[1]) for n, w in row
+
+    pp = f"{path}.plugins"
+    plugins = _object(m.get("plugins"), pp, (MULTI_POINT, *POINTS))
+    multi = _merge_multi_point(
+        defaults,
+        _plugin_set(plugins.get(MULTI_POINT), f"{pp}.{MULTI_POINT}", registry),
+        f"{pp}.{MULTI_POINT}",
+        registry,
+    )
+    rows = {
+        point: _expand_point(
+            point, _plugin_set(plugins.get(point), f"{pp}.{point}", registry), multi, registry
         )
-        for point, row in per_point.items()
+        for point in POINTS
     }
-    if len(plugins["queueSort"]) != 1:
+    args = _plugin_args(m.get("pluginConfig"), f"{path}.pluginConfig", registry)
+
+    def spec(e: _Entry, point: str) -> PluginSpec:
+        weight = (e.weight or 1) if point == "score" else 1
+        a, a_path = args.get(e.name, ({}, ""))
+        return PluginSpec(e.name, weight, a, a_path)
+
+    specs = MappingProxyType(
+        {point: tuple(spec(e, point) for e in row) for point, row in rows.items()}
+    )
+    total = sum(s.weight * MAX_NODE_SCORE for s in specs["score"])
+    if total > MAX_TOTAL_SCORE:
+        raise ConfigError(f"{pp}.score", "total score of Score plugins could overflow")
+    sorts = specs["queueSort"]
+    if len(sorts) != 1:
+        got = ", ".join(f'"{s.name}"' for s in sorts)
         raise ConfigError(
-            f"{path}.plugins.queueSort: exactly one queueSort plugin must be "
-            f"enabled, got {len(plugins['queueSort'])}"
+            f"{pp}.queueSort",
+            f"exactly one queueSort plugin must be enabled, got {len(sorts)}"
+            + (f": {got}" if got else ""),
         )
-    if not plugins["bind"]:
-        raise ConfigError(f"{path}.plugins.bind: at least one bind plugin must be enabled")
-    return ProfileConfig(name, plugins, percentage)
+    if not specs["bind"]:
+        raise ConfigError(f"{pp}.bind", "at least one bind plugin must be enabled")
+    return ProfileConfig(name, specs, percentage)
+
+
+def _check_profiles(profiles: Sequence[ProfileConfig]) -> None:
+    """Names are unique; all profiles share one queue, so one queueSort (and its args)."""
+    first = profiles[0].plugins["queueSort"][0]
+    names: set[str] = set()
+    for i, p in enumerate(profiles):
+        if p.scheduler_name in names:
+            raise ConfigError(f"profiles[{i}].schedulerName", f'duplicate "{p.scheduler_name}"')
+        names.add(p.scheduler_name)
+        sort = p.plugins["queueSort"][0]
+        if sort.name != first.name:
+            raise ConfigError(
+                f"profiles[{i}].plugins.queueSort",
+                f'must be the same for all profiles: "{sort.name}" here, '
+                f'"{first.name}" in profiles[0]',
+            )
+        if sort.args != first.args:
+            raise ConfigError(
+                sort.args_path or f"profiles[{i}].pluginConfig",
+                f'the args of queueSort plugin "{sort.name}" must be the same for all profiles',
+            )
+
+
+# ---- the troupe section -------------------------------------------------------------------
+
+FIFO_FIELDS: Final = ("enabled", "minQueueLength", "failureStreak", "durationSeconds")
+TROUPE_FIELDS: Final = (
+    "fifoFallback",
+    "unschedulableFlushSeconds",
+    "assumedPodTTLSeconds",
+    "seed",
+    "gangGroupCycle",
+    "podGroupStatusCoalesceSeconds",
+    "metricsPort",
+)
 
 
 def _troupe(obj: object) -> TroupeSettings:
     path = "troupe"
-    m = _mapping(obj, path)
-    _check_keys(
-        m,
-        (
-            "fifoFallback",
-            "unschedulableFlushSeconds",
-            "assumedPodTTLSeconds",
-            "seed",
-            "gangGroupCycle",
-            "podGroupStatusCoalesceSeconds",
-            "metricsPort",
-        ),
-        path,
-    )
-    d = TroupeSettings()
-    f = _mapping(m.get("fifoFallback"), f"{path}.fifoFallback")
-    _check_keys(
-        f, ("enabled", "minQueueLength", "failureStreak", "durationSeconds"), f"{path}.fifoFallback"
-    )
-
-    def get(obj: Mapping[str, Any], key: str, default: Any, conv: Any, p: str) -> Any:
-        return default if obj.get(key) is None else conv(obj[key], f"{p}.{key}")
-
+    m = _object(obj, path, TROUPE_FIELDS)
     fp = f"{path}.fifoFallback"
+    f = _object(m.get("fifoFallback"), fp, FIFO_FIELDS)
+    d = TroupeSettings()
+
+    def get(section: Mapping[str, Any], where: str, key: str, default: Any, read: Any) -> Any:
+        v = section.get(key)
+        return default if v is None else read(v, f"{where}.{key}")
+
     return TroupeSettings(
-        fifo_enabled=get(f, "enabled", d.fifo_enabled, _bool, fp),
+        fifo_enabled=get(f, fp, "enabled", d.fifo_enabled, _bool),
         fifo_min_queue_length=get(
-            f, "minQueueLength", d.fifo_min_queue_length, lambda v, p: _int(v, p, 0), fp
+            f, fp, "minQueueLength", d.fifo_min_queue_length, lambda v, p: _int(v, p, lo=0)
         ),
         fifo_failure_streak=get(
-            f, "failureStreak", d.fifo_failure_streak, lambda v, p: _int(v, p, 1), fp
+            f, fp, "failureStreak", d.fifo_failure_streak, lambda v, p: _int(v, p, lo=1)
         ),
         fifo_duration_seconds=get(
-            f, "durationSeconds", d.fifo_duration_seconds, lambda v, p: _num(v, p, 0.0), fp
+            f,
+            fp,
+            "durationSeconds",
+            d.fifo_duration_seconds,
+            lambda v, p: _seconds(v, p, positive=True),
         ),
         unschedulable_flush_seconds=get(
             m,
+            path,
             "unschedulableFlushSeconds",
             d.unschedulable_flush_seconds,
-            lambda v, p: _num(v, p, 1.0),
-            path,
+            lambda v, p: _seconds(v, p, positive=True),
         ),
         assumed_pod_ttl_seconds=get(
-            m, "assumedPodTTLSeconds", d.assumed_pod_ttl_seconds, lambda v, p: _num(v, p, 0.0), path
+            m, path, "assumedPodTTLSeconds", d.assumed_pod_ttl_seconds, _seconds
         ),
-        seed=get(m, "seed", d.seed, _int, path),
-        group_cycle=get(m, "gangGroupCycle", d.group_cycle, _bool, path),
+        seed=get(m, path, "seed", d.seed, _int),
+        group_cycle=get(m, path, "gangGroupCycle", d.group_cycle, _bool),
         podgroup_status_coalesce_seconds=get(
-            m,
-            "podGroupStatusCoalesceSeconds",
-            d.podgroup_status_coalesce_seconds,
-            lambda v, p: _num(v, p, 0.0),
-            path,
+            m, path, "podGroupStatusCoalesceSeconds", d.podgroup_status_coalesce_seconds, _seconds
         ),
-        metrics_port=get(m, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535), path),
+        metrics_port=get(m, path, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535)),
     )
 
 
-TOP_LEVEL: Final = (
-    "apiVersion",
-    "kind",
-    "profiles",
-    "percentageOfNodesToScore",
-    "podInitialBackoffSeconds",
-    "podMaxBackoffSeconds",
+# ---- the document -------------------------------------------------------------------------
+
+# kube-scheduler fields Troupe reads from its command line instead: checked, then ignored.
+LEADER_ELECTION_FIELDS: Final = (
+    "leaderElect",
+    "leaseDuration",
+    "renewDeadline",
+    "retryPeriod",
+    "resourceLock",
+    "resourceName",
+    "resourceNamespace",
+)
+CLIENT_CONNECTION_FIELDS: Final = (
+    "kubeconfig",
+    "acceptContentTypes",
+    "contentType",
+    "qps",
+    "burst",
+)
+IGNORED_FIELDS: Final = (
     "parallelism",
     "leaderElection",
     "clientConnection",
-    "extenders",
+    "enableProfiling",
+    "enableContentionProfiling",
     "delayCacheUntilActive",
-    "troupe",
 )
+TOP_LEVEL_FIELDS: Final = (
+    "apiVersion",
+    "kind",
+    "percentageOfNodesToScore",
+    "podInitialBackoffSeconds",
+    "podMaxBackoffSeconds",
+    "profiles",
+    "extenders",
+    "troupe",
+    *IGNORED_FIELDS,
+)
+
+
+def _check_ignored(m: Mapping[str, Any]) -> None:
+    if m.get("parallelism") is not None:
+        _int(m["parallelism"], "parallelism", lo=1)
+    _object(m.get("leaderElection"), "leaderElection", LEADER_ELECTION_FIELDS)
+    _object(m.get("clientConnection"), "clientConnection", CLIENT_CONNECTION_FIELDS)
+    for key in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
+        if m.get(key) is not None:
+            _bool(m[key], key)
+    present = [k for k in IGNORED_FIELDS if m.get(k) is not None]
+    if present:
+        log.warning(
+            "configuration: %s ignored: Troupe takes these from its command line",
+            ", ".join(present),
+        )
+
+
+def _default_multi_point() -> Sequence[PluginSpec]:
+    # Imported here so that this module stays below the plugins in the layers.
+    from scheduler.plugins.registry import DEFAULT_MULTI_POINT
+
+    return DEFAULT_MULTI_POINT
 
 
 def parse_config(
     obj: object,
     registry: Mapping[str, type],
-    multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT,
+    multi_point: Sequence[PluginSpec] | None = None,
 ) -> SchedulerConfig:
-    m = _mapping(obj, "configuration")
-    _check_keys(m, TOP_LEVEL, "")
+    """Default and validate a decoded KubeSchedulerConfiguration (None: empty).
+
+    `registry` maps plugin names to plugin classes; `multi_point` is the default
+    multiPoint set (the in-tree DEFAULT_MULTI_POINT when None)."""
+    if obj is None:
+        obj = {}
+    if not isinstance(obj, Mapping):
+        raise ConfigError("", f"must be a {KIND} object, got {_show(obj)}")
+    m = _object(obj, "", TOP_LEVEL_FIELDS)
     if m.get("apiVersion", API_VERSION) != API_VERSION:
-        raise ConfigError(f"apiVersion: expected {API_VERSION}, got {m.get('apiVersion')!r}")
+        raise ConfigError("apiVersion", f"expected {API_VERSION}, got {_show(m['apiVersion'])}")
     if m.get("kind", KIND) != KIND:
-        raise ConfigError(f"kind: expected {KIND}, got {m.get('kind')!r}")
-    if m.get("extenders"):
-        raise ConfigError("extenders: not supported by Troupe")
-    raw_profiles = _seq(m.get("profiles"), "profiles") or [{}]
-    profiles = tuple(_profile(p, i, registry, multi_point) for i, p in enumerate(raw_profiles))
-    names: set[str] = set()
-    for i, p in enumerate(profiles):
-        if p.scheduler_name in names:
-            raise ConfigError(f'profiles[{i}].schedulerName: duplicate "{p.scheduler_name}"')
-        names.add(p.scheduler_name)
-    sorts = {p.plugins["queueSort"][0].name for p in profiles}
-    if len(sorts) > 1:
-        raise ConfigError(
-            "profiles: all profiles must use the same queueSort plugin, got "
-            + ", ".join(sorted(sorts))
-        )
+        raise ConfigError("kind", f"expected {KIND}, got {_show(m['kind'])}")
+    if _list(m.get("extenders"), "extenders"):
+        raise ConfigError("extenders", "not supported by Troupe")
+    _check_ignored(m)
+
     pct = m.get("percentageOfNodesToScore")
     percentage = 0 if pct is None else _int(pct, "percentageOfNodesToScore", 0, 100)
     init_b = m.get("podInitialBackoffSeconds")
-    initial = 1.0 if init_b is None else float(_int(init_b, "podInitialBackoffSeconds", 1))
+    initial = 1 if init_b is None else _int(init_b, "podInitialBackoffSeconds", lo=1)
     max_b = m.get("podMaxBackoffSeconds")
-    maximum = 10.0 if max_b is None else float(_int(max_b, "podMaxBackoffSeconds", 1))
+    maximum = 10 if max_b is None else _int(max_b, "podMaxBackoffSeconds", lo=1)
     if maximum < initial:
         raise ConfigError(
-            "podMaxBackoffSeconds: must be greater than or equal to "
-            f"podInitialBackoffSeconds ({initial:g}), got {maximum:g}"
+            "podMaxBackoffSeconds",
+            f"must be >= podInitialBackoffSeconds ({initial}), got {maximum}",
         )
-    return SchedulerConfig(profiles, percentage, initial, maximum, _troupe(m.get("troupe")))
+
+    defaults = _default_multi_point() if multi_point is None else multi_point
+    raw = _list(m.get("profiles"), "profiles") or [{}]
+    profiles = tuple(_profile(p, i, len(raw), registry, defaults) for i, p in enumerate(raw))
+    _check_profiles(profiles)
+    return SchedulerConfig(
+        profiles=profiles,
+        percentage_of_nodes_to_score=percentage,
+        pod_initial_backoff_seconds=float(initial),
+        pod_max_backoff_seconds=float(maximum),
+        troupe=_troupe(m.get("troupe")),
+    )
 
 
 def default_config(
-    registry: Mapping[str, type], multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT
+    registry: Mapping[str, type], multi_point: Sequence[PluginSpec] | None = None
 ) -> SchedulerConfig:
+    """One profile, troupe-scheduler, with the default multiPoint set expanded."""
     return parse_config({}, registry, multi_point)
+
+
+# ---- the file -----------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated in one mapping (kube decodes strictly)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+            continue
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"repeated key {_show(key)}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem_mark is not None:
+        mark, where = e.problem_mark, e.context_mark
+        context = (
+            f" ({e.context} at line {where.line + 1}, column {where.column + 1})"
+            if e.context and where is not None
+            else ""
+        )
+        return (
+            f"not valid YAML at line {mark.line + 1}, column {mark.column + 1}: "
+            f"{e.problem}{context}"
+        )
+    return f"not valid YAML: {e}"
 
 
 def load_config(
     path: str | None,
     registry: Mapping[str, type],
-    multi_point: Sequence[PluginSpec] = DEFAULT_MULTI_POINT,
+    multi_point: Sequence[PluginSpec] | None = None,
 ) -> SchedulerConfig:
+    """Read, default and validate a configuration file (None: the defaults).
+    Every error is a ConfigError whose message starts with the file name."""
     if path is None:
         return default_config(registry, multi_point)
     try:
         with open(path, encoding="utf-8") as f:
-            obj = yaml.safe_load(f)
+            text = f.read()
     except OSError as e:
-        raise ConfigError(f"{path}: {e.strerror or e}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+        raise ConfigError("", f"cannot read: {e.strerror or e}", file=path) from e
+    except UnicodeDecodeError as e:
+        raise ConfigError("", "cannot read: not UTF-8 text", file=path) from e
     try:
-        return parse_config(obj or {}, registry, multi_point)
+        obj = yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        raise ConfigError("", _yaml_problem(e), file=path) from e
+    try:
+        return parse_config(obj, registry, multi_point)
     except ConfigError as e:
-        raise ConfigError(f"{path}: {e}") from e
+        raise ConfigError(e.field_path, e.problem, file=path) from e

@@ -1,28 +1,73 @@
-"""Build the typed views of `scheduler.api.types` from Kubernetes dicts.
+"""Build the typed views of `scheduler.api.types` from Kubernetes objects (dicts).
 
-Every `parse_*` function returns the view or an `InvalidObject` naming the
-offending field; nothing raises out of here. Pod requests are computed as
-kube-scheduler computes them (component-helpers resource.PodRequests): the sum
-of regular containers, the max with each init container plus the restartable
-(sidecar) init containers started before it, sidecars added to the total,
-then the pod overhead. The non-zero variant (used by scoring) applies
-kube-scheduler's defaults (100m cpu, 200Mi memory) per container.
+Every `parse_*` function returns the view or an `InvalidObject` whose message
+starts with the offending field's path (``spec.containers[0].resources.requests.cpu:
+quantities must match ...``); no exception escapes, whatever the input. Inside,
+readers raise `ParseError` and `_guarded` turns it into the value at the edge.
+
+What is computed here, and after what:
+
+* Pod requests — component-helpers resource.PodRequests, as kube-scheduler's
+  NodeInfo uses it: the sum of the regular containers; init containers in
+  order, a restartable one (``restartPolicy: Always``, a sidecar) adding to the
+  sum and to the running sidecar total, any other needing its own request plus
+  the sidecars started before it; the result is the max of the two, plus
+  ``spec.overhead``. Zero amounts are left out. Requests missing where a limit
+  is set default to the limit, as the API server's defaulting does (a
+  hand-written YAML file has not been through it).
+* Non-zero cpu/memory (scoring) — the same with NonMissingContainerRequests:
+  each container that does not state a cpu (memory) request counts 100m
+  (200Mi). A request explicitly set to 0 stays 0, as in kube-scheduler.
+* Priority — spec.priority, else the named PriorityClass's value, else the
+  global-default class's (the lowest, if several), else 0. An unknown class
+  name gives 0: admission would have refused the pod; we schedule it anyway.
+* Host ports — kube-scheduler's GetHostPorts: sidecar init containers, then
+  containers; protocol defaults to TCP, host IP "0.0.0.0" is stored as "".
+* Images — ImageLocality's list: every init container, then every container,
+  each normalized (":latest" added to an untagged name).
+
+Views hold plain dicts (labels, annotations, requests, ...) built here and
+referenced by nothing else; they are read-only by convention, not wrapped in
+MappingProxyType, because wrapping costs time on the hot path of parsing every
+pod of a large cluster. `raw` is the object as given.
 """
 
 from __future__ import annotations
 
+import re
 from calendar import timegm
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
+from scheduler.api._read import (
+    get_bool,
+    get_int,
+    get_map,
+    get_objs,
+    get_str,
+    get_str_list,
+    get_str_map,
+    invalid,
+    required,
+    show,
+    unsupported,
+)
 from scheduler.api.quantity import parse_quantity, to_scaled
+from scheduler.api.selectors import (
+    label_selector_from_map,
+    parse_label_selector,
+    parse_node_selector,
+    parse_node_selector_term,
+    parse_preferred_terms,
+)
+from scheduler.api.taints import parse_taint, parse_toleration
 from scheduler.api.types import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
-    ISOLATED_CPU_RESOURCE,
     MEMORY,
+    MILLI_RESOURCES,
     WORKLOAD_KINDS,
     ContainerImage,
     HostPort,
@@ -30,327 +75,98 @@ from scheduler.api.types import (
     LabelSelector,
     Node,
     NodeName,
-    NodeSelector,
-    NodeSelectorTerm,
     ParseError,
     Pod,
     PodAffinity,
     PodAffinityTerm,
     PodGroup,
-    PreferredSchedulingTerm,
     PriorityClass,
-    Requirement,
-    SelectorOp,
-    Taint,
-    TaintEffect,
-    Toleration,
-    TolerationOp,
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
     Workload,
 )
 
-MILLI_RESOURCES: Final = frozenset({CPU, ISOLATED_CPU_RESOURCE})
-EMPTY: Final[Mapping[str, Any]] = {}
+__all__ = [
+    "MILLI_RESOURCES",
+    "POD_GROUP_API_GROUPS",
+    "ParsedObject",
+    "normalized_image_name",
+    "parse_label_selector",
+    "parse_node",
+    "parse_node_selector",
+    "parse_node_selector_term",
+    "parse_object",
+    "parse_pod",
+    "parse_pod_group",
+    "parse_preferred_terms",
+    "parse_priority_class",
+    "parse_timestamp",
+    "parse_workload",
+    "pod_requests",
+    "resource_list",
+]
+
 T = TypeVar("T")
+ParsedObject = Pod | Node | PodGroup | PriorityClass | Workload
+
+POD_GROUP_API_GROUPS: Final = ("scheduling.x-k8s.io", "scheduling.sigs.k8s.io")
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+PROTOCOLS: Final = ("SCTP", "TCP", "UDP")
+# Amounts beyond int64 would overflow the snapshot's numpy columns.
+MAX_AMOUNT: Final = 2**63 - 1
 
 
-# ---- small readers ---------------------------------------------------------------
+# ---- timestamps --------------------------------------------------------------------------
 
-
-def _map(obj: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any]:
-    v = obj.get(key)
-    if v is None:
-        return EMPTY
-    if not isinstance(v, Mapping):
-        raise ParseError(f"{path}{key}", "must be an object")
-    return v
-
-
-def _list(obj: Mapping[str, Any], key: str, path: str) -> list[Any]:
-    v = obj.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list):
-        raise ParseError(f"{path}{key}", "must be a list")
-    return v
-
-
-def _str(obj: Mapping[str, Any], key: str, path: str, default: str = "") -> str:
-    v = obj.get(key)
-    if v is None:
-        return default
-    if not isinstance(v, str):
-        raise ParseError(f"{path}{key}", "must be a string")
-    return v
-
-
-def _int(obj: Mapping[str, Any], key: str, path: str, default: int | None = None) -> int | None:
-    v = obj.get(key)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, str) and v.lstrip("-").isdigit():
-            return int(v)
-        raise ParseError(f"{path}{key}", "must be an integer")
-    return v
-
-
-def _str_map(obj: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
-    m = _map(obj, key, path)
-    out: dict[str, str] = {}
-    for k, v in m.items():
-        if not isinstance(v, str):
-            if isinstance(v, bool | int | float):
-                v = str(v).lower() if isinstance(v, bool) else str(v)
-            else:
-                raise ParseError(f"{path}{key}.{k}", "must be a string")
-        out[str(k)] = v
-    return out
-
-
-def _objs(obj: Mapping[str, Any], key: str, path: str) -> list[tuple[str, Mapping[str, Any]]]:
-    out = []
-    for i, item in enumerate(_list(obj, key, path)):
-        p = f"{path}{key}[{i}]"
-        if not isinstance(item, Mapping):
-            raise ParseError(p, "must be an object")
-        out.append((p + ".", item))
-    return out
+_RFC3339: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
+)
 
 
 def parse_timestamp(v: object, field: str) -> float:
+    """An RFC 3339 time (metav1.Time) as seconds since the epoch; 0.0 when absent.
+
+    YAML loaders may already have made it a `datetime` (naive means UTC).
+    """
     if v is None or v == "":
         return 0.0
     if isinstance(v, datetime):
-        return v.timestamp() if v.tzinfo else float(timegm(v.timetuple()))
-    if not isinstance(v, str):
-        raise ParseError(field, "must be an RFC 3339 timestamp")
-    s = v.strip()
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
+        return (v if v.tzinfo else v.replace(tzinfo=UTC)).timestamp()
+    m = _RFC3339.fullmatch(v) if isinstance(v, str) else None
+    if m is None:
+        raise invalid(field, v, "must be an RFC 3339 date-time (2006-01-02T15:04:05Z)")
+    year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
     try:
-        dt = datetime.fromisoformat(s)
-    except ValueError:
-        raise ParseError(field, f"must be an RFC 3339 timestamp, got {v!r}") from None
-    return dt.timestamp() if dt.tzinfo else float(timegm(dt.timetuple())) + dt.microsecond / 1e6
+        datetime(year, month, day, hour, minute, second)  # range checks
+    except ValueError as e:
+        raise invalid(field, v, f"must be an RFC 3339 date-time: {e}") from None
+    ts = float(timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    if m.group(7):
+        ts += float(m.group(7))
+    if m.group(9):
+        offset = int(m.group(10)) * 3600 + int(m.group(11)) * 60
+        ts -= offset if m.group(9) == "+" else -offset
+    return ts
+
+
+# ---- resources ---------------------------------------------------------------------------
 
 
 def resource_list(
-    obj: Mapping[str, Any], key: str, path: str, milli: frozenset[str] = MILLI_RESOURCES
+    obj: Mapping[str, Any], key: str, prefix: str, milli: frozenset[str] = MILLI_RESOURCES
 ) -> dict[str, int]:
+    """A v1.ResourceList in scaled units (zeros kept: "stated as 0" is not "absent")."""
     out: dict[str, int] = {}
-    for name, raw in _map(obj, key, path).items():
-        q = parse_quantity(raw, f"{path}{key}.{name}")
+    for name, raw in get_map(obj, key, prefix).items():
+        path = f"{prefix}{key}.{name}"
+        q = parse_quantity(raw, path)
         if q < 0:
-            raise ParseError(f"{path}{key}.{name}", "must be greater than or equal to 0")
-        out[str(name)] = to_scaled(str(name), q, milli)
+            raise invalid(path, raw, "must be greater than or equal to 0")
+        amount = to_scaled(str(name), q, milli)
+        if amount > MAX_AMOUNT:
+            raise invalid(path, raw, f"must be at most {MAX_AMOUNT} in scaled units")
+        out[str(name)] = amount
     return out
-
-
-# ---- selectors ---------------------------------------------------------------------
-
-
-_LABEL_OPS = {
-    op.value: op
-    for op in (SelectorOp.IN, SelectorOp.NOT_IN, SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST)
-}
-_NODE_OPS = {op.value: op for op in SelectorOp}
-
-
-def _requirement(
-    item: Mapping[str, Any], path: str, ops: Mapping[str, SelectorOp], fields: bool = False
-) -> Requirement:
-    key = _str(item, "key", path)
-    if not key:
-        raise ParseError(f"{path}key", "must be specified")
-    if fields and key != "metadata.name":
-        raise ParseError(f"{path}key", f'not a supported field selector key: "{key}"')
-    op_s = _str(item, "operator", path)
-    op = ops.get(op_s)
-    if op is None or (fields and op not in (SelectorOp.IN, SelectorOp.NOT_IN)):
-        raise ParseError(f"{path}operator", f'"{op_s}" is not a valid selector operator')
-    values = tuple(str(x) for x in _list(item, "values", path))
-    if op in (SelectorOp.IN, SelectorOp.NOT_IN) and not values:
-        raise ParseError(f"{path}values", "must be specified when `operator` is 'In' or 'NotIn'")
-    if op in (SelectorOp.EXISTS, SelectorOp.DOES_NOT_EXIST) and values:
-        raise ParseError(
-            f"{path}values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
-        )
-    if op in (SelectorOp.GT, SelectorOp.LT):
-        if len(values) != 1:
-            raise ParseError(
-                f"{path}values", "must be specified single value when `operator` is 'Lt' or 'Gt'"
-            )
-        try:
-            int(values[0])
-        except ValueError:
-            raise ParseError(f"{path}values[0]", "must be an integer") from None
-    return Requirement(key, op, values)
-
-
-def parse_label_selector(obj: object, path: str) -> LabelSelector | None:
-    """metav1.LabelSelector; None when absent."""
-    if obj is None:
-        return None
-    if not isinstance(obj, Mapping):
-        raise ParseError(path.rstrip("."), "must be an object")
-    reqs = [
-        Requirement(k, SelectorOp.IN, (v,)) for k, v in _str_map(obj, "matchLabels", path).items()
-    ]
-    for p, item in _objs(obj, "matchExpressions", path):
-        reqs.append(_requirement(item, p, _LABEL_OPS))
-    return LabelSelector(tuple(reqs))
-
-
-def _node_selector_term(item: Mapping[str, Any], path: str) -> NodeSelectorTerm:
-    exprs = tuple(_requirement(x, p, _NODE_OPS) for p, x in _objs(item, "matchExpressions", path))
-    fields = tuple(
-        _requirement(x, p, _NODE_OPS, fields=True) for p, x in _objs(item, "matchFields", path)
-    )
-    return NodeSelectorTerm(exprs, fields)
-
-
-def parse_node_selector(obj: object, path: str) -> NodeSelector | None:
-    if obj is None:
-        return None
-    if not isinstance(obj, Mapping):
-        raise ParseError(path.rstrip("."), "must be an object")
-    return NodeSelector(
-        tuple(_node_selector_term(x, p) for p, x in _objs(obj, "nodeSelectorTerms", path))
-    )
-
-
-def parse_preferred_terms(
-    items: list[tuple[str, Mapping[str, Any]]],
-) -> tuple[PreferredSchedulingTerm, ...]:
-    out = []
-    for p, item in items:
-        w = _int(item, "weight", p, 0) or 0
-        if not 1 <= w <= 100:
-            raise ParseError(f"{p}weight", "must be in the range 1-100")
-        out.append(
-            PreferredSchedulingTerm(
-                w, _node_selector_term(_map(item, "preference", p), f"{p}preference.")
-            )
-        )
-    return tuple(out)
-
-
-def _pod_affinity_term(item: Mapping[str, Any], path: str) -> PodAffinityTerm:
-    tk = _str(item, "topologyKey", path)
-    if not tk:
-        raise ParseError(f"{path}topologyKey", "can not be empty")
-    return PodAffinityTerm(
-        label_selector=parse_label_selector(item.get("labelSelector"), f"{path}labelSelector."),
-        topology_key=tk,
-        namespaces=tuple(str(x) for x in _list(item, "namespaces", path)),
-        namespace_selector=parse_label_selector(
-            item.get("namespaceSelector"), f"{path}namespaceSelector."
-        ),
-        match_label_keys=tuple(str(x) for x in _list(item, "matchLabelKeys", path)),
-        mismatch_label_keys=tuple(str(x) for x in _list(item, "mismatchLabelKeys", path)),
-    )
-
-
-def _pod_affinity(obj: Mapping[str, Any], key: str, path: str) -> PodAffinity | None:
-    a = obj.get(key)
-    if a is None:
-        return None
-    if not isinstance(a, Mapping):
-        raise ParseError(f"{path}{key}", "must be an object")
-    p = f"{path}{key}."
-    req = tuple(
-        _pod_affinity_term(x, q)
-        for q, x in _objs(a, "requiredDuringSchedulingIgnoredDuringExecution", p)
-    )
-    pref = []
-    for q, x in _objs(a, "preferredDuringSchedulingIgnoredDuringExecution", p):
-        w = _int(x, "weight", q, 0) or 0
-        if not 1 <= w <= 100:
-            raise ParseError(f"{q}weight", "must be in the range 1-100")
-        pref.append(
-            WeightedPodAffinityTerm(
-                w, _pod_affinity_term(_map(x, "podAffinityTerm", q), f"{q}podAffinityTerm.")
-            )
-        )
-    return PodAffinity(req, tuple(pref))
-
-
-def _spread(item: Mapping[str, Any], path: str) -> TopologySpreadConstraint:
-    max_skew = _int(item, "maxSkew", path)
-    if max_skew is None or max_skew < 1:
-        raise ParseError(f"{path}maxSkew", "must be greater than zero")
-    tk = _str(item, "topologyKey", path)
-    if not tk:
-        raise ParseError(f"{path}topologyKey", "can not be empty")
-    wu = _str(item, "whenUnsatisfiable", path)
-    if wu not in ("DoNotSchedule", "ScheduleAnyway"):
-        raise ParseError(f"{path}whenUnsatisfiable", f'unsupported value: "{wu}"')
-    min_domains = _int(item, "minDomains", path)
-    if min_domains is not None and min_domains < 1:
-        raise ParseError(f"{path}minDomains", "must be greater than zero")
-    nap = _str(item, "nodeAffinityPolicy", path, "Honor")
-    ntp = _str(item, "nodeTaintsPolicy", path, "Ignore")
-    for name, v in (("nodeAffinityPolicy", nap), ("nodeTaintsPolicy", ntp)):
-        if v not in ("Honor", "Ignore"):
-            raise ParseError(f"{path}{name}", f'unsupported value: "{v}"')
-    return TopologySpreadConstraint(
-        max_skew=max_skew,
-        topology_key=tk,
-        when_unsatisfiable=wu,
-        label_selector=parse_label_selector(item.get("labelSelector"), f"{path}labelSelector."),
-        min_domains=min_domains,
-        node_affinity_policy=nap,
-        node_taints_policy=ntp,
-        match_label_keys=tuple(str(x) for x in _list(item, "matchLabelKeys", path)),
-    )
-
-
-def _taint(item: Mapping[str, Any], path: str) -> Taint:
-    key = _str(item, "key", path)
-    if not key:
-        raise ParseError(f"{path}key", "must be specified")
-    eff = _str(item, "effect", path)
-    try:
-        effect = TaintEffect(eff)
-    except ValueError:
-        raise ParseError(
-            f"{path}effect",
-            f'unsupported value: "{eff}": supported values: '
-            '"NoExecute", "NoSchedule", "PreferNoSchedule"',
-        ) from None
-    return Taint(key, _str(item, "value", path), effect)
-
-
-def _toleration(item: Mapping[str, Any], path: str) -> Toleration:
-    op_s = _str(item, "operator", path, "Equal") or "Equal"
-    try:
-        op = TolerationOp(op_s)
-    except ValueError:
-        raise ParseError(f"{path}operator", f'unsupported value: "{op_s}"') from None
-    eff_s = _str(item, "effect", path)
-    try:
-        eff = TaintEffect(eff_s) if eff_s else None
-    except ValueError:
-        raise ParseError(f"{path}effect", f'unsupported value: "{eff_s}"') from None
-    return Toleration(
-        _str(item, "key", path),
-        op,
-        _str(item, "value", path),
-        eff,
-        _int(item, "tolerationSeconds", path),
-    )
-
-
-def _normalize_image(name: str) -> str:
-    """As kube-scheduler ImageLocality's normalizedImageName: add :latest when untagged."""
-    if name.rfind(":") <= name.rfind("/") and "@" not in name:
-        return name + ":latest"
-    return name
-
-
-# ---- requests --------------------------------------------------------------------
 
 
 def _add(into: dict[str, int], res: Mapping[str, int]) -> None:
@@ -364,93 +180,407 @@ def _max(into: dict[str, int], res: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def _container_requests(c: Mapping[str, Any], path: str, milli: frozenset[str]) -> dict[str, int]:
-    res = _map(c, "resources", path)
-    p = f"{path}resources."
+def _container_requests(c: Mapping[str, Any], prefix: str, milli: frozenset[str]) -> dict[str, int]:
+    res = get_map(c, "resources", prefix)
+    if not res:
+        return {}
+    p = f"{prefix}resources."
     req = resource_list(res, "requests", p, milli)
-    for name, v in resource_list(res, "limits", p, milli).items():
-        req.setdefault(name, v)  # API defaulting: requests default to limits
+    if res.get("limits"):
+        for name, v in resource_list(res, "limits", p, milli).items():
+            req.setdefault(name, v)  # API defaulting: a request defaults to its limit
     return req
 
 
+def _combine(
+    regular: list[dict[str, int]],
+    init: list[tuple[dict[str, int], bool]],
+    overhead: Mapping[str, int],
+) -> dict[str, int]:
+    """resource.PodRequests over per-container requests; `init` pairs are
+    (requests, is_sidecar) in spec order."""
+    total: dict[str, int] = {}
+    for r in regular:
+        _add(total, r)
+    sidecars: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for r, is_sidecar in init:
+        if is_sidecar:
+            _add(total, r)
+            _add(sidecars, r)
+            _max(init_max, sidecars)
+        else:
+            running = dict(r)
+            _add(running, sidecars)
+            _max(init_max, running)
+    _max(total, init_max)
+    _add(total, overhead)
+    return total
+
+
 def _nonzero(req: Mapping[str, int]) -> dict[str, int]:
+    """NonMissingContainerRequests: defaults for a cpu / memory request not stated."""
     return {
-        CPU: req.get(CPU) or DEFAULT_MILLI_CPU_REQUEST,
-        MEMORY: req.get(MEMORY) or DEFAULT_MEMORY_REQUEST,
+        CPU: req.get(CPU, DEFAULT_MILLI_CPU_REQUEST),
+        MEMORY: req.get(MEMORY, DEFAULT_MEMORY_REQUEST),
     }
 
 
-def pod_requests(
+def _is_sidecar(c: Mapping[str, Any], prefix: str) -> bool:
+    policy = get_str(c, "restartPolicy", prefix)
+    if policy and policy != "Always":
+        raise unsupported(f"{prefix}restartPolicy", policy, ["Always"])
+    return policy == "Always"
+
+
+def _requests(
     spec: Mapping[str, Any],
-    milli: frozenset[str] = MILLI_RESOURCES,
-    transform: Callable[[dict[str, int]], dict[str, int]] | None = None,
+    containers: list[tuple[str, Mapping[str, Any]]],
+    inits: list[tuple[str, Mapping[str, Any], bool]],
+    milli: frozenset[str],
+) -> tuple[dict[str, int], int, int]:
+    """(requests without zeros, non-zero cpu, non-zero memory)."""
+    regular = [_container_requests(c, p, milli) for p, c in containers]
+    init = [(_container_requests(c, p, milli), sc) for p, c, sc in inits]
+    overhead = resource_list(spec, "overhead", "spec.", milli)
+    total = _combine(regular, init, overhead)
+    nonzero = _combine(
+        [_nonzero(r) for r in regular], [(_nonzero(r), sc) for r, sc in init], overhead
+    )
+    for name, amount in total.items():
+        if amount > MAX_AMOUNT:
+            raise ParseError("spec", f"total request of {name} is beyond {MAX_AMOUNT}")
+    return {k: v for k, v in total.items() if v}, nonzero[CPU], nonzero[MEMORY]
+
+
+def pod_requests(
+    spec: Mapping[str, Any], milli: frozenset[str] = MILLI_RESOURCES
 ) -> dict[str, int]:
-    """resource.PodRequests; `transform` maps each container's requests (non-zero)."""
-    f = transform or (lambda r: r)
-    total: dict[str, int] = {}
-    for p, c in _objs(spec, "containers", "spec."):
-        _add(total, f(_container_requests(c, p, milli)))
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for p, c in _objs(spec, "initContainers", "spec."):
-        req = f(_container_requests(c, p, milli))
-        if c.get("restartPolicy") == "Always":
-            _add(sidecars, req)
-            _max(init_max, sidecars)
-        else:
-            tmp = dict(req)
-            _add(tmp, sidecars)
-            _max(init_max, tmp)
-    _add(total, sidecars)
-    _max(total, init_max)
-    _add(total, resource_list(spec, "overhead", "spec.", milli))
-    return {k: v for k, v in total.items() if v}
+    """The effective requests of a pod spec (see the module docstring). Raises ParseError."""
+    containers = get_objs(spec, "containers", "spec.")
+    inits = [(p, c, _is_sidecar(c, p)) for p, c in get_objs(spec, "initContainers", "spec.")]
+    return _requests(spec, containers, inits, milli)[0]
 
 
-# ---- objects ----------------------------------------------------------------------
+# ---- pods --------------------------------------------------------------------------------
+
+
+def normalized_image_name(name: str) -> str:
+    """ImageLocality's normalizedImageName: ":latest" when there is no tag (no ':'
+    after the last '/'); a digest reference is left alone."""
+    if name.rfind(":") <= name.rfind("/") and "@" not in name:
+        return name + ":latest"
+    return name
+
+
+def _host_ports(containers: list[tuple[str, Mapping[str, Any]]]) -> tuple[HostPort, ...]:
+    out: list[HostPort] = []
+    for prefix, c in containers:
+        for p, port in get_objs(c, "ports", prefix):
+            hp = get_int(port, "hostPort", p) or 0
+            if hp <= 0:
+                continue
+            if hp > 65535:
+                raise invalid(f"{p}hostPort", hp, "must be between 1 and 65535, inclusive")
+            proto = get_str(port, "protocol", p) or "TCP"
+            if proto not in PROTOCOLS:
+                raise unsupported(f"{p}protocol", proto, PROTOCOLS)
+            ip = get_str(port, "hostIP", p)
+            out.append(HostPort("" if ip == "0.0.0.0" else ip, proto, hp))
+    return tuple(out)
+
+
+def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> int:
+    p = get_int(spec, "priority", "spec.")
+    if p is not None:
+        return p
+    name = get_str(spec, "priorityClassName", "spec.")
+    if name:
+        pc = classes.get(name)
+        return pc.value if pc is not None else 0
+    defaults = [pc.value for pc in classes.values() if pc.global_default]
+    return min(defaults) if defaults else 0
+
+
+def _weight(item: Mapping[str, Any], prefix: str) -> int:
+    w = get_int(item, "weight", prefix)
+    if w is None:
+        raise required(f"{prefix}weight")
+    if not 1 <= w <= 100:
+        raise invalid(f"{prefix}weight", w, "must be in the range 1-100")
+    return w
+
+
+def _pod_affinity_term(item: Mapping[str, Any], prefix: str) -> PodAffinityTerm:
+    tk = get_str(item, "topologyKey", prefix)
+    if not tk:
+        raise required(f"{prefix}topologyKey", "can not be empty")
+    return PodAffinityTerm(
+        label_selector=parse_label_selector(item.get("labelSelector"), f"{prefix}labelSelector."),
+        topology_key=tk,
+        namespaces=get_str_list(item, "namespaces", prefix),
+        namespace_selector=parse_label_selector(
+            item.get("namespaceSelector"), f"{prefix}namespaceSelector."
+        ),
+        match_label_keys=get_str_list(item, "matchLabelKeys", prefix),
+        mismatch_label_keys=get_str_list(item, "mismatchLabelKeys", prefix),
+    )
+
+
+def _pod_affinity(affinity: Mapping[str, Any], key: str) -> PodAffinity | None:
+    if affinity.get(key) is None:
+        return None
+    a = get_map(affinity, key, "spec.affinity.")
+    p = f"spec.affinity.{key}."
+    required_terms = tuple(
+        _pod_affinity_term(x, q)
+        for q, x in get_objs(a, "requiredDuringSchedulingIgnoredDuringExecution", p)
+    )
+    preferred = tuple(
+        WeightedPodAffinityTerm(
+            _weight(x, q),
+            _pod_affinity_term(get_map(x, "podAffinityTerm", q), f"{q}podAffinityTerm."),
+        )
+        for q, x in get_objs(a, "preferredDuringSchedulingIgnoredDuringExecution", p)
+    )
+    return PodAffinity(required_terms, preferred)
+
+
+def _spread(item: Mapping[str, Any], prefix: str) -> TopologySpreadConstraint:
+    max_skew = get_int(item, "maxSkew", prefix)
+    if max_skew is None or max_skew < 1:
+        raise invalid(f"{prefix}maxSkew", max_skew, "must be greater than zero")
+    tk = get_str(item, "topologyKey", prefix)
+    if not tk:
+        raise required(f"{prefix}topologyKey", "can not be empty")
+    wu = get_str(item, "whenUnsatisfiable", prefix)
+    if wu not in ("DoNotSchedule", "ScheduleAnyway"):
+        raise unsupported(f"{prefix}whenUnsatisfiable", wu, ["DoNotSchedule", "ScheduleAnyway"])
+    min_domains = get_int(item, "minDomains", prefix)
+    if min_domains is not None:
+        if min_domains < 1:
+            raise invalid(f"{prefix}minDomains", min_domains, "must be greater than zero")
+        if wu != "DoNotSchedule":
+            raise invalid(
+                f"{prefix}minDomains",
+                min_domains,
+                "can only use minDomains if whenUnsatisfiable=DoNotSchedule",
+            )
+    policies = []
+    for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+        v = get_str(item, name, prefix) or default
+        if v not in ("Honor", "Ignore"):
+            raise unsupported(f"{prefix}{name}", v, ["Honor", "Ignore"])
+        policies.append(v)
+    return TopologySpreadConstraint(
+        max_skew=max_skew,
+        topology_key=tk,
+        when_unsatisfiable=wu,
+        label_selector=parse_label_selector(item.get("labelSelector"), f"{prefix}labelSelector."),
+        min_domains=min_domains,
+        node_affinity_policy=policies[0],
+        node_taints_policy=policies[1],
+        match_label_keys=get_str_list(item, "matchLabelKeys", prefix),
+    )
+
+
+def _gate(item: Mapping[str, Any], prefix: str) -> str:
+    name = get_str(item, "name", prefix)
+    if not name:
+        raise required(f"{prefix}name")
+    return name
+
+
+def _parse_pod(
+    obj: Mapping[str, Any], classes: Mapping[str, PriorityClass], milli: frozenset[str]
+) -> Pod:
+    md, ns, name = _meta(obj, namespaced=True)
+    if obj.get("spec") is None:
+        raise required("spec")
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    containers = get_objs(spec, "containers", "spec.")
+    if not containers:
+        raise required("spec.containers", "must have at least one container")
+    inits = [(p, c, _is_sidecar(c, p)) for p, c in get_objs(spec, "initContainers", "spec.")]
+    requests, nonzero_cpu, nonzero_memory = _requests(spec, containers, inits, milli)
+    sidecars = [(p, c) for p, c, sc in inits if sc]
+    images = tuple(
+        normalized_image_name(img)
+        for p, c in [(p, c) for p, c, _ in inits] + containers
+        if (img := get_str(c, "image", p))
+    )
+    affinity = get_map(spec, "affinity", "spec.")
+    node_affinity = get_map(affinity, "nodeAffinity", "spec.affinity.")
+    nap = "spec.affinity.nodeAffinity."
+    return Pod(
+        namespace=ns,
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        labels=get_str_map(md, "labels", "metadata."),
+        annotations=get_str_map(md, "annotations", "metadata."),
+        scheduler_name=get_str(spec, "schedulerName", "spec.") or DEFAULT_SCHEDULER,
+        node_name=get_str(spec, "nodeName", "spec."),
+        phase=get_str(status, "phase", "status.") or "Pending",
+        deleting=md.get("deletionTimestamp") is not None,
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
+        priority=_priority(spec, classes),
+        priority_class_name=get_str(spec, "priorityClassName", "spec."),
+        requests=requests,
+        nonzero_cpu=nonzero_cpu,
+        nonzero_memory=nonzero_memory,
+        host_ports=_host_ports(sidecars + containers),
+        images=images,
+        node_selector=get_str_map(spec, "nodeSelector", "spec."),
+        required_node_affinity=parse_node_selector(
+            node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
+            f"{nap}requiredDuringSchedulingIgnoredDuringExecution.",
+        ),
+        preferred_node_affinity=parse_preferred_terms(
+            node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"),
+            f"{nap}preferredDuringSchedulingIgnoredDuringExecution",
+        ),
+        tolerations=tuple(
+            parse_toleration(t, p) for p, t in get_objs(spec, "tolerations", "spec.")
+        ),
+        pod_affinity=_pod_affinity(affinity, "podAffinity"),
+        pod_anti_affinity=_pod_affinity(affinity, "podAntiAffinity"),
+        topology_spread_constraints=tuple(
+            _spread(c, p) for p, c in get_objs(spec, "topologySpreadConstraints", "spec.")
+        ),
+        scheduling_gates=tuple(_gate(g, p) for p, g in get_objs(spec, "schedulingGates", "spec.")),
+        owner_references=tuple(
+            (get_str(o, "kind", p), get_str(o, "name", p))
+            for p, o in get_objs(md, "ownerReferences", "metadata.")
+        ),
+        raw=obj,
+    )
+
+
+# ---- nodes, groups, classes, workloads ---------------------------------------------------
+
+
+def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
+    md, _, name = _meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    alloc_key = "allocatable" if status.get("allocatable") is not None else "capacity"
+    images = []
+    for p, img in get_objs(status, "images", "status."):
+        size = get_int(img, "sizeBytes", p) or 0
+        if size < 0:
+            raise invalid(f"{p}sizeBytes", size, "must be greater than or equal to 0")
+        names = tuple(normalized_image_name(n) for n in get_str_list(img, "names", p) if n)
+        images.append(ContainerImage(names, size))
+    return Node(
+        name=NodeName(name),
+        uid=get_str(md, "uid", "metadata."),
+        labels=get_str_map(md, "labels", "metadata."),
+        allocatable=resource_list(status, alloc_key, "status.", milli),
+        taints=tuple(parse_taint(t, p) for p, t in get_objs(spec, "taints", "spec.")),
+        unschedulable=get_bool(spec, "unschedulable", "spec."),
+        images=tuple(images),
+        raw=obj,
+    )
+
+
+def _parse_pod_group(obj: Mapping[str, Any], milli: frozenset[str]) -> PodGroup:
+    api = obj.get("apiVersion")
+    if api is not None and (
+        not isinstance(api, str) or api.split("/")[0] not in POD_GROUP_API_GROUPS
+    ):
+        raise unsupported("apiVersion", api, [f"{g}/v1alpha1" for g in POD_GROUP_API_GROUPS])
+    md, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    # scheduler-plugins leaves minMember without a default: a missing one reads
+    # as 0 there, and Coscheduling then admits every pod on its own, which is
+    # what a minMember of 1 does. Explicit values below 1 are refused (our CRD's
+    # minimum).
+    mm = get_int(spec, "minMember", "spec.")
+    if mm is None:
+        mm = 1
+    elif mm < 1:
+        raise invalid("spec.minMember", mm, "must be greater than or equal to 1")
+    timeout = get_int(spec, "scheduleTimeoutSeconds", "spec.")
+    if timeout is not None and timeout < 1:
+        raise invalid("spec.scheduleTimeoutSeconds", timeout, "must be greater than or equal to 1")
+    status = get_map(obj, "status", "")
+    return PodGroup(
+        namespace=ns,
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
+        min_member=mm,
+        min_resources=resource_list(spec, "minResources", "spec.", milli),
+        schedule_timeout_seconds=timeout,
+        status=dict(status),
+        raw=obj,
+    )
+
+
+def _parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
+    _, _, name = _meta(obj, namespaced=False)
+    v = get_int(obj, "value", "")
+    if v is None:
+        raise required("value")
+    return PriorityClass(name, v, get_bool(obj, "globalDefault", ""))
+
+
+def _parse_workload(obj: Mapping[str, Any]) -> Workload:
+    kind = obj.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise unsupported("kind", kind, WORKLOAD_KINDS)
+    _, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    selector: LabelSelector | None
+    if kind in ("Service", "ReplicationController"):
+        labels = get_str_map(spec, "selector", "spec.")
+        selector = label_selector_from_map(labels) if labels else None
+    else:
+        selector = parse_label_selector(spec.get("selector"), "spec.selector.")
+    return Workload(str(kind), ns, name, selector)
+
+
+# ---- the edge: metadata, guards, entry points ----------------------------------------------
 
 
 def _meta(obj: Mapping[str, Any], namespaced: bool) -> tuple[Mapping[str, Any], str, str]:
-    md = obj.get("metadata")
-    if not isinstance(md, Mapping):
-        raise ParseError("metadata", "must be an object")
-    name = md.get("name")
-    if not isinstance(name, str) or not name:
-        raise ParseError("metadata.name", "must be specified")
-    ns = ""
-    if namespaced:
-        ns = md.get("namespace") or "default"
-        if not isinstance(ns, str):
-            raise ParseError("metadata.namespace", "must be a string")
-    return md, ns, name
+    md = get_map(obj, "metadata", "")
+    name = get_str(md, "name", "metadata.")
+    if not name:
+        raise required("metadata.name", "name or generateName is required")
+    if not namespaced:
+        return md, "", name
+    return md, get_str(md, "namespace", "metadata.") or "default", name
 
 
-def _names(obj: Mapping[str, Any]) -> tuple[str, str]:
+def _names(obj: object, namespaced: bool) -> tuple[str, str]:
+    """Best-effort namespace and name of an object that may be broken anywhere."""
     md = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(md, Mapping):
-        return "", ""
-    ns = md.get("namespace") or ""
-    name = md.get("name") or ""
-    return (ns if isinstance(ns, str) else ""), (name if isinstance(name, str) else "")
-
-
-def _invalid(kind: str, obj: Mapping[str, Any], e: ParseError, namespaced: bool) -> InvalidObject:
-    ns, name = _names(obj)
-    if namespaced and not ns:
-        ns = "default"
-    return InvalidObject(kind, ns, name or "<unnamed>", str(e))
+    ns = md.get("namespace") if isinstance(md, Mapping) else None
+    name = md.get("name") if isinstance(md, Mapping) else None
+    ns = ns if isinstance(ns, str) and ns else ("default" if namespaced else "")
+    return ns, (name if isinstance(name, str) and name else "<unnamed>")
 
 
 def _guarded(
-    kind: str, obj: Mapping[str, Any], namespaced: bool, parse: Callable[[], T]
+    kind: str, obj: object, namespaced: bool, parse: Callable[[Mapping[str, Any]], T]
 ) -> T | InvalidObject:
     """Run a parser; any problem becomes an InvalidObject naming the field."""
     try:
-        return parse()
+        if not isinstance(obj, Mapping):
+            raise ParseError("object", f"Invalid value: {show(obj)}: must be an object")
+        return parse(obj)
     except ParseError as e:
-        return _invalid(kind, obj, e, namespaced)
-    except (TypeError, ValueError, AttributeError) as e:
-        return _invalid(kind, obj, ParseError("spec", f"malformed: {e}"), namespaced)
+        message = str(e)
+    except Exception as e:  # a shape no reader foresaw: still a value, never a crash
+        message = f"object: could not be read: {type(e).__name__}: {e}"
+    ns, name = _names(obj, namespaced)
+    return InvalidObject(kind, ns, name, message)
 
 
 def parse_pod(
@@ -458,203 +588,52 @@ def parse_pod(
     priority_classes: Mapping[str, PriorityClass] | None = None,
     milli_resources: frozenset[str] = MILLI_RESOURCES,
 ) -> Pod | InvalidObject:
-    return _guarded(
-        "Pod", obj, True, lambda: _parse_pod(obj, priority_classes or {}, milli_resources)
-    )
-
-
-def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> int:
-    p = _int(spec, "priority", "spec.")
-    if p is not None:
-        return p
-    name = _str(spec, "priorityClassName", "spec.")
-    if name and name in classes:
-        return classes[name].value
-    for pc in classes.values():
-        if pc.global_default:
-            return pc.value
-    return 0
-
-
-def _parse_pod(
-    obj: Mapping[str, Any], classes: Mapping[str, PriorityClass], milli: frozenset[str]
-) -> Pod:
-    md, ns, name = _meta(obj, True)
-    spec = _map(obj, "spec", "")
-    status = _map(obj, "status", "")
-    requests = pod_requests(spec, milli)
-    nonzero = pod_requests(spec, milli, _nonzero)
-    ports: list[HostPort] = []
-    images: list[str] = []
-    containers = _objs(spec, "containers", "spec.")
-    if not containers:
-        raise ParseError("spec.containers", "must have at least one container")
-    sidecars = [
-        (p, c)
-        for p, c in _objs(spec, "initContainers", "spec.")
-        if c.get("restartPolicy") == "Always"
-    ]
-    for p, c in containers + sidecars:
-        img = _str(c, "image", p)
-        if img:
-            images.append(_normalize_image(img))
-        for q, port in _objs(c, "ports", p):
-            hp = _int(port, "hostPort", q, 0) or 0
-            if hp <= 0:
-                continue
-            if hp > 65535:
-                raise ParseError(f"{q}hostPort", "must be between 1 and 65535, inclusive")
-            ip = _str(port, "hostIP", q)
-            ports.append(
-                HostPort(
-                    "" if ip == "0.0.0.0" else ip, _str(port, "protocol", q, "TCP") or "TCP", hp
-                )
-            )
-    affinity = _map(spec, "affinity", "spec.")
-    na = _map(affinity, "nodeAffinity", "spec.affinity.")
-    nap = "spec.affinity.nodeAffinity."
-    required = parse_node_selector(
-        na.get("requiredDuringSchedulingIgnoredDuringExecution"),
-        f"{nap}requiredDuringSchedulingIgnoredDuringExecution.",
-    )
-    preferred = parse_preferred_terms(
-        _objs(na, "preferredDuringSchedulingIgnoredDuringExecution", nap)
-    )
-    owners = tuple(
-        (_str(o, "kind", p), _str(o, "name", p))
-        for p, o in _objs(md, "ownerReferences", "metadata.")
-    )
-    return Pod(
-        namespace=ns,
-        name=name,
-        uid=_str(md, "uid", "metadata."),
-        labels=_str_map(md, "labels", "metadata."),
-        annotations=_str_map(md, "annotations", "metadata."),
-        scheduler_name=_str(spec, "schedulerName", "spec.", "default-scheduler")
-        or "default-scheduler",
-        node_name=_str(spec, "nodeName", "spec."),
-        phase=_str(status, "phase", "status.", "Pending") or "Pending",
-        deleting=md.get("deletionTimestamp") is not None,
-        creation_timestamp=parse_timestamp(
-            md.get("creationTimestamp"), "metadata.creationTimestamp"
-        ),
-        priority=_priority(spec, classes),
-        priority_class_name=_str(spec, "priorityClassName", "spec."),
-        requests=requests,
-        nonzero_cpu=nonzero.get(CPU, 0),
-        nonzero_memory=nonzero.get(MEMORY, 0),
-        host_ports=tuple(ports),
-        images=tuple(images),
-        node_selector=_str_map(spec, "nodeSelector", "spec."),
-        required_node_affinity=required,
-        preferred_node_affinity=preferred,
-        tolerations=tuple(_toleration(t, p) for p, t in _objs(spec, "tolerations", "spec.")),
-        pod_affinity=_pod_affinity(affinity, "podAffinity", "spec.affinity."),
-        pod_anti_affinity=_pod_affinity(affinity, "podAntiAffinity", "spec.affinity."),
-        topology_spread_constraints=tuple(
-            _spread(c, p) for p, c in _objs(spec, "topologySpreadConstraints", "spec.")
-        ),
-        scheduling_gates=tuple(
-            _str(g, "name", p) for p, g in _objs(spec, "schedulingGates", "spec.")
-        ),
-        owner_references=owners,
-        raw=obj,
-    )
-
-
-def _parse_node(obj: Mapping[str, Any], milli_resources: frozenset[str]) -> Node:
-    md, _, name = _meta(obj, False)
-    spec = _map(obj, "spec", "")
-    status = _map(obj, "status", "")
-    alloc_key = "allocatable" if status.get("allocatable") is not None else "capacity"
-    images = []
-    for p, img in _objs(status, "images", "status."):
-        names = tuple(_normalize_image(str(n)) for n in _list(img, "names", p))
-        images.append(ContainerImage(names, _int(img, "sizeBytes", p, 0) or 0))
-    unsched = spec.get("unschedulable", False)
-    if not isinstance(unsched, bool):
-        raise ParseError("spec.unschedulable", "must be a boolean")
-    return Node(
-        name=NodeName(name),
-        uid=_str(md, "uid", "metadata."),
-        labels=_str_map(md, "labels", "metadata."),
-        allocatable=resource_list(status, alloc_key, "status.", milli_resources),
-        taints=tuple(_taint(t, p) for p, t in _objs(spec, "taints", "spec.")),
-        unschedulable=unsched,
-        images=tuple(images),
-        raw=obj,
-    )
+    classes = priority_classes or {}
+    return _guarded("Pod", obj, True, lambda o: _parse_pod(o, classes, milli_resources))
 
 
 def parse_node(
     obj: Mapping[str, Any], milli_resources: frozenset[str] = MILLI_RESOURCES
 ) -> Node | InvalidObject:
-    return _guarded("Node", obj, False, lambda: _parse_node(obj, milli_resources))
+    return _guarded("Node", obj, False, lambda o: _parse_node(o, milli_resources))
 
 
-def _parse_pod_group(obj: Mapping[str, Any]) -> PodGroup:
-    md, ns, name = _meta(obj, True)
-    spec = _map(obj, "spec", "")
-    mm = _int(spec, "minMember", "spec.", 1)
-    if mm is None or mm < 1:
-        raise ParseError("spec.minMember", "must be greater than or equal to 1")
-    timeout = _int(spec, "scheduleTimeoutSeconds", "spec.")
-    if timeout is not None and timeout < 1:
-        raise ParseError("spec.scheduleTimeoutSeconds", "must be greater than or equal to 1")
-    status = obj.get("status")
-    return PodGroup(
-        namespace=ns,
-        name=name,
-        uid=_str(md, "uid", "metadata."),
-        creation_timestamp=parse_timestamp(
-            md.get("creationTimestamp"), "metadata.creationTimestamp"
-        ),
-        min_member=mm,
-        min_resources=resource_list(spec, "minResources", "spec."),
-        schedule_timeout_seconds=timeout,
-        status=dict(status) if isinstance(status, Mapping) else {},
-        raw=obj,
-    )
-
-
-def parse_pod_group(obj: Mapping[str, Any]) -> PodGroup | InvalidObject:
-    return _guarded("PodGroup", obj, True, lambda: _parse_pod_group(obj))
-
-
-def _parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
-    _, _, name = _meta(obj, False)
-    v = _int(obj, "value", "")
-    if v is None:
-        raise ParseError("value", "must be specified")
-    gd = obj.get("globalDefault", False)
-    return PriorityClass(name, v, bool(gd))
+def parse_pod_group(
+    obj: Mapping[str, Any], milli_resources: frozenset[str] = MILLI_RESOURCES
+) -> PodGroup | InvalidObject:
+    """A scheduler-plugins PodGroup, scheduling.x-k8s.io or the older
+    scheduling.sigs.k8s.io group (an object without apiVersion is accepted)."""
+    return _guarded("PodGroup", obj, True, lambda o: _parse_pod_group(o, milli_resources))
 
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass | InvalidObject:
-    return _guarded("PriorityClass", obj, False, lambda: _parse_priority_class(obj))
-
-
-def _parse_workload(obj: Mapping[str, Any]) -> Workload:
-    kind = obj.get("kind")
-    if kind not in WORKLOAD_KINDS:
-        raise ParseError("kind", f"expected one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
-    _, ns, name = _meta(obj, True)
-    spec = _map(obj, "spec", "")
-    selector: LabelSelector | None
-    if kind in ("Service", "ReplicationController"):
-        labels = _str_map(spec, "selector", "spec.")
-        selector = (
-            LabelSelector(
-                tuple(Requirement(k, SelectorOp.IN, (v,)) for k, v in sorted(labels.items()))
-            )
-            if labels
-            else None
-        )
-    else:
-        selector = parse_label_selector(spec.get("selector"), "spec.selector.")
-    return Workload(str(kind), ns, name, selector)
+    return _guarded("PriorityClass", obj, False, _parse_priority_class)
 
 
 def parse_workload(obj: Mapping[str, Any]) -> Workload | InvalidObject:
-    kind = str(obj.get("kind") or "Workload")
-    return _guarded(kind, obj, True, lambda: _parse_workload(obj))
+    """A Service, ReplicaSet, StatefulSet or ReplicationController's pod selector."""
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    return _guarded(str(kind or "Workload"), obj, True, _parse_workload)
+
+
+def parse_object(
+    obj: Mapping[str, Any],
+    priority_classes: Mapping[str, PriorityClass] | None = None,
+    milli_resources: frozenset[str] = MILLI_RESOURCES,
+) -> ParsedObject | InvalidObject:
+    """Parse by ``kind``: Pod, Node, PodGroup, PriorityClass or a workload kind."""
+    kind = obj.get("kind") if isinstance(obj, Mapping) else None
+    if kind == "Pod":
+        return parse_pod(obj, priority_classes, milli_resources)
+    if kind == "Node":
+        return parse_node(obj, milli_resources)
+    if kind == "PodGroup":
+        return parse_pod_group(obj, milli_resources)
+    if kind == "PriorityClass":
+        return parse_priority_class(obj)
+    if kind in WORKLOAD_KINDS:
+        return parse_workload(obj)
+    known = ["Node", "Pod", "PodGroup", "PriorityClass", *WORKLOAD_KINDS]
+    ns, name = _names(obj, False)
+    message = str(unsupported("kind", kind, known)) if kind else str(required("kind"))
+    return InvalidObject(str(kind or "<unknown>"), ns, name, message)

@@ -1,7 +1,26 @@
-"""Exact Kubernetes quantities (resource.Quantity) as fractions.
+"""Exact Kubernetes quantities (apimachinery resource.Quantity) as fractions.
 
-`parse_quantity("1.5Gi")` is exact; `milli_value` and `value` round up as
-Quantity.MilliValue and Quantity.Value do.
+The grammar is the one documented on resource.Quantity::
+
+    <quantity>        ::= <signedNumber><suffix>
+    <signedNumber>    ::= <number> | <sign><number>
+    <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
+    <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI>
+    <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei
+    <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
+    <decimalExponent> ::= "e" <signedDigits> | "E" <signedDigits>
+
+`parse_quantity("1.5Gi")` is exact (a `Fraction`). Go's parser is a little
+looser than its own documentation (it reads "Gi" or "-" as zero); we follow the
+documented grammar, as the CRD schema pattern does, and reject those.
+
+`milli_value` and `value` round as Quantity.MilliValue and Quantity.Value do:
+up, away from zero ("1n" of cpu is 1m). Resource amounts elsewhere are these
+*scaled* integers: milli-units for the resources in `milli_resources` (cpu and
+the isolated-CPU resource), whole units for the rest.
+
+Quantity strings repeat a lot across pods ("100m", "1Gi"), so parsed strings are
+cached; `Fraction` is immutable, so sharing results is safe.
 """
 
 from __future__ import annotations
@@ -9,76 +28,86 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 from typing import Final
 
 from scheduler.api.types import ParseError
 
+# The expression Kubernetes names in its error message (resource.ErrFormatWrong).
 QUANTITY_PATTERN: Final = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-_NUMBER = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$")
-_EXPONENT = re.compile(r"^[eE][+-]?[0-9]+$")
+BAD_QUANTITY: Final = f"quantities must match the regular expression '{QUANTITY_PATTERN}'"
+
+_GRAMMAR: Final = re.compile(
+    r"([+-]?)([0-9]*)(?:\.([0-9]*))?"  # sign, integer digits, fraction digits
+    r"(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([numkMGTPE])|[eE]([+-]?[0-9]+))?"  # binary | decimal | exponent
+)
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL: Final = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-}
+_DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+# Bounds that keep absurd input from costing time or memory ("1e999999999").
+_MAX_DIGITS: Final = 100
+_MAX_EXPONENT: Final = 1000
 
 
-def _bad(field: str) -> ParseError:
-    return ParseError(field, f"quantities must match the regular expression '{QUANTITY_PATTERN}'")
+@lru_cache(maxsize=8192)
+def _parse_text(s: str) -> Fraction | None:
+    m = _GRAMMAR.fullmatch(s)
+    if m is None:
+        return None
+    sign, whole, frac, binary, decimal, exponent = m.groups()
+    frac = frac or ""
+    if not whole and not frac:
+        return None  # no digits at all: "", ".", "+", "Gi"
+    if len(whole) + len(frac) > _MAX_DIGITS:
+        return None
+    q = Fraction(int(whole + frac or "0"), 10 ** len(frac))
+    if binary:
+        q *= _BINARY[binary]
+    elif decimal:
+        q *= Fraction(10) ** _DECIMAL[decimal]
+    elif exponent:
+        e = int(exponent)
+        if abs(e) > _MAX_EXPONENT:
+            return None
+        q *= Fraction(10) ** e
+    return -q if sign == "-" else q
 
 
 def parse_quantity(v: object, field: str = "quantity") -> Fraction:
-    """Parse a quantity (string or number). Raises ParseError naming `field`."""
+    """A quantity from a string, or from a number as YAML and JSON give them.
+
+    Raises `ParseError` naming `field` for anything that is not a quantity.
+    """
+    if isinstance(v, str):
+        q = _parse_text(v)
+        if q is None:
+            raise ParseError(field, BAD_QUANTITY)
+        return q
     if isinstance(v, bool):
-        raise _bad(field)
+        raise ParseError(field, BAD_QUANTITY)
     if isinstance(v, int):
         return Fraction(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise _bad(field)
-        return Fraction(str(v))
-    if not isinstance(v, str):
-        raise _bad(field)
-    s = v.strip()
-    if not s or s != v:
-        raise _bad(field)
-    i = 0
-    while i < len(s) and (s[i].isdigit() or s[i] in ".+-"):
-        if s[i] in "+-" and i > 0:
-            break
-        i += 1
-    number, suffix = s[:i], s[i:]
-    if not _NUMBER.match(number):
-        raise _bad(field)
-    value = Fraction(number.lstrip("+")) if number not in ("+", "-") else None
-    if value is None:
-        raise _bad(field)
-    if suffix in _BINARY:
-        return value * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return value * _DECIMAL[suffix]
-    if _EXPONENT.match(suffix):
-        return value * Fraction(10) ** int(suffix[1:])
-    raise _bad(field)
+    if isinstance(v, float) and math.isfinite(v):
+        # repr gives the shortest decimal that reads back as v: 0.1 -> "0.1".
+        q = _parse_text(repr(v))
+        if q is not None:
+            return q
+    raise ParseError(field, BAD_QUANTITY)
+
+
+def _ceil_away_from_zero(x: Fraction) -> int:
+    return math.ceil(x) if x >= 0 else -math.ceil(-x)
 
 
 def milli_value(q: Fraction) -> int:
-    """Quantity.MilliValue: q * 1000 rounded up."""
-    return math.ceil(q * 1000)
+    """Quantity.MilliValue: q * 1000, rounded up (away from zero)."""
+    return _ceil_away_from_zero(q * 1000)
 
 
 def value(q: Fraction) -> int:
-    """Quantity.Value: q rounded up."""
-    return math.ceil(q)
+    """Quantity.Value: q rounded up (away from zero)."""
+    return _ceil_away_from_zero(q)
 
 
-def to_scaled(resource: str, q: Fraction, milli_resources: frozenset[str]) -> int:
-    return milli_value(q) if resource in milli_resources else value(q)
+def to_scaled(resource_name: str, q: Fraction, milli_resources: frozenset[str]) -> int:
+    """The scaled integer amount: milli-units for `milli_resources`, else whole units."""
+    return milli_value(q) if resource_name in milli_resources else value(q)

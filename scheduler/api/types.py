@@ -43,6 +43,10 @@ ISOLATED_CPU_RESOURCE: Final = "troupe.dev/isolated-cpu"
 # Resources is a mapping from resource name to a scaled integer amount.
 Resources = Mapping[str, int]
 
+# What the parsers scale to milli-units unless told otherwise: cpu and the
+# default isolated-CPU resource name.
+MILLI_RESOURCES: Final = frozenset({CPU, ISOLATED_CPU_RESOURCE})
+
 
 @dataclass(frozen=True, slots=True)
 class InvalidObject:
@@ -88,24 +92,42 @@ class Requirement:
     values: tuple[str, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        """As apimachinery labels.Requirement.Matches (Gt/Lt compare integers)."""
+        """As apimachinery labels.Requirement.Matches: NotIn and DoesNotExist match
+        an absent key; Gt/Lt read both sides as int64 (strconv.ParseInt) and do
+        not match when either is not one."""
         op = self.op
         if op is SelectorOp.IN:
-            return self.key in labels and labels[self.key] in self.values
+            v = labels.get(self.key)
+            return v is not None and v in self.values
         if op is SelectorOp.NOT_IN:
-            return self.key not in labels or labels[self.key] not in self.values
+            v = labels.get(self.key)
+            return v is None or v not in self.values
         if op is SelectorOp.EXISTS:
             return self.key in labels
         if op is SelectorOp.DOES_NOT_EXIST:
             return self.key not in labels
-        if self.key not in labels:
+        v = labels.get(self.key)
+        if v is None or len(self.values) != 1:
             return False
-        try:
-            have = int(labels[self.key])
-            want = int(self.values[0])
-        except (ValueError, IndexError):
+        have = parse_label_int(v)
+        want = parse_label_int(self.values[0])
+        if have is None or want is None:
             return False
         return have > want if op is SelectorOp.GT else have < want
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def parse_label_int(text: str) -> int | None:
+    """A label value as Go's strconv.ParseInt(text, 10, 64) reads it, else None:
+    an optional sign, ASCII digits only, within int64."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 4000:
+        return None
+    n = int(text)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +281,9 @@ class Pod:
     nonzero_cpu: int
     nonzero_memory: int
     host_ports: tuple[HostPort, ...]
-    images: tuple[str, ...]  # container images, normalized (":latest" added when untagged)
+    # Images of every init container, then every container (ImageLocality's
+    # list), normalized: ":latest" added when untagged.
+    images: tuple[str, ...]
     node_selector: Mapping[str, str]
     required_node_affinity: NodeSelector | None
     preferred_node_affinity: tuple[PreferredSchedulingTerm, ...]

@@ -1,14 +1,40 @@
-"""NodeResourcesFit: the pod's requests must fit each node's free allocatable;
-nodes are scored by a strategy (noderesources/fit.go, least_allocated.go,
-most_allocated.go, requested_to_capacity_ratio.go, resource_allocation.go).
+"""NodeResourcesFit: the pod's requests must fit each node's free allocatable,
+and nodes are scored by a strategy (kube-scheduler noderesources/fit.go,
+least_allocated.go, most_allocated.go, requested_to_capacity_ratio.go,
+resource_allocation.go).
+
+Filter. PreFilter turns the pod's charge (`snapshot.pod_charge`: the effective
+requests plus `pods: 1`) into a few (column, amount) pairs in kube-scheduler's
+reason order (pods, cpu, memory, ephemeral-storage, then the other resources by
+name); Filter compares `allocatable - requested` with each amount for every
+candidate row at once and reports every insufficient resource of a node, one
+reason each, as fitsRequest does. A resource the node table has no column for
+is one no node has (allocatable 0). `ignoredResources` and
+`ignoredResourceGroups` skip extended resources only (never cpu, memory,
+ephemeral-storage, hugepages or the isolated-CPU resource).
+
+Score. PreScore builds the pod's request per scoring resource; Score gathers a
+(resources x rows) block of allocatable and requested amounts and applies the
+strategy to it. As kube-scheduler, cpu and memory are scored on the non-zero
+requests (100m / 200Mi for a container that sets none), other resources on
+the actual ones, a scalar resource the pod does not request is not scored, and
+a resource a node has none of is left out of that node's weighted average.
 
 Isolated CPUs (DESIGN.md): a pod with the isolated-CPU annotation charges its
-cpu request to the isolated resource instead of `cpu`, in Filter and Score
-alike; both names are arguments.
+cpu request to the isolated resource instead of `cpu`, so its Filter checks the
+isolated column, and its `cpu` scoring dimension is scored on the isolated
+column (requested isolated + the pod's isolated charge against allocatable
+isolated). Both names are arguments of this plugin, and the scheduler charges
+its cache by the same names.
+
+`filter_node` and `score_node` are the same rules written one node at a time in
+plain Python; a property test keeps the two forms in exact agreement.
 """
 
 from __future__ import annotations
 
+import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
@@ -22,11 +48,13 @@ from scheduler.api.types import (
     ISOLATED_CPU_RESOURCE,
     MEMORY,
     PODS,
+    Node,
     Pod,
 )
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
     ActionType,
     BoolArray,
     ClusterEvent,
@@ -47,128 +75,317 @@ from scheduler.framework.interface import (
     ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
-from scheduler.plugins.balanced_allocation import parse_resources
 from scheduler.snapshot import IsolatedCPU, NodeTable, pod_charge
 
-LEAST_ALLOCATED: Final = "LeastAllocated"
-MOST_ALLOCATED: Final = "MostAllocated"
-REQUESTED_TO_CAPACITY_RATIO: Final = "RequestedToCapacityRatio"
+# ---- reasons (kube-scheduler's text) ---------------------------------------------
+
 TOO_MANY_PODS: Final = "Too many pods"
-_PRE_FILTER_KEY: Final = "PreFilterNodeResourcesFit"
-_PRE_SCORE_KEY: Final = "PreScoreNodeResourcesFit"
-MAX_UTILIZATION: Final = 100
-MAX_CUSTOM_SCORE: Final = 10
+INSUFFICIENT_CPU: Final = "Insufficient cpu"
+INSUFFICIENT_MEMORY: Final = "Insufficient memory"
+INSUFFICIENT_EPHEMERAL_STORAGE: Final = "Insufficient ephemeral-storage"
 
 
 def insufficient(resource: str) -> str:
+    """The reason for a resource a node lacks ("Insufficient <name>")."""
     return TOO_MANY_PODS if resource == PODS else f"Insufficient {resource}"
+
+
+# ---- arguments -------------------------------------------------------------------
+
+
+class ScoringStrategyType(enum.StrEnum):
+    LEAST_ALLOCATED = "LeastAllocated"
+    MOST_ALLOCATED = "MostAllocated"
+    REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+
+
+MAX_UTILIZATION: Final = 100
+MAX_CUSTOM_PRIORITY_SCORE: Final = 10  # shape scores are 0..10, scaled by 10 to 0..100
+MAX_RESOURCE_WEIGHT: Final = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    name: str
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ShapePoint:
+    utilization: int  # 0..100
+    score: int  # 0..10
+
+
+DEFAULT_RESOURCES: Final = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
 
 
 @dataclass(frozen=True, slots=True)
 class FitArgs:
+    """NodeResourcesFitArgs, defaulted and validated."""
+
     ignored_resources: frozenset[str] = frozenset()
-    ignored_groups: frozenset[str] = frozenset()
-    strategy: str = LEAST_ALLOCATED
-    resources: tuple[tuple[str, int], ...] = ((CPU, 1), (MEMORY, 1))
-    shape: tuple[tuple[int, int], ...] = ((0, 0), (100, 10))
+    ignored_resource_groups: frozenset[str] = frozenset()
+    strategy: ScoringStrategyType = ScoringStrategyType.LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    shape: tuple[ShapePoint, ...] = ()  # RequestedToCapacityRatio only
     isolated: IsolatedCPU = field(default_factory=IsolatedCPU)
 
 
-def _str_list(v: object, path: str) -> frozenset[str]:
-    if v is None:
+_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+def qualified_name_problem(value: str) -> str | None:
+    """Why `value` is not a qualified name ([prefix/]name, as apimachinery's
+    IsQualifiedName, which ValidateLabelName uses), or None."""
+    prefix, slash, name = value.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
+        return "prefix part must be a lowercase RFC 1123 subdomain"
+    if not name or len(name) > 63 or not _NAME_RE.match(name):
+        return (
+            "name part must consist of alphanumeric characters, '-', '_' or '.', "
+            "start and end with an alphanumeric character, and be at most 63 characters"
+        )
+    return None
+
+
+def is_extended_resource(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def is_scalar_resource(name: str) -> bool:
+    """schedutil.IsScalarResourceName: extended, hugepages-*, attachable-volumes-* or
+    a kubernetes.io/-prefixed name. Scoring skips such a resource when the pod does
+    not request it."""
+    return (
+        is_extended_resource(name)
+        or name.startswith(("hugepages-", "attachable-volumes-"))
+        or "kubernetes.io/" in name
+    )
+
+
+def _name_list(raw: object, path: str, is_group: bool) -> frozenset[str]:
+    if raw is None:
         return frozenset()
-    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+    if not isinstance(raw, list):
         raise PluginArgsError(path, "must be a list of names")
-    return frozenset(v)
+    for i, v in enumerate(raw):
+        if not isinstance(v, str):
+            raise PluginArgsError(f"{path}[{i}]", "must be a string")
+        if is_group and "/" in v:
+            raise PluginArgsError(f"{path}[{i}]", "resource group name can't contain '/'")
+        problem = qualified_name_problem(v)
+        if problem:
+            raise PluginArgsError(f"{path}[{i}]", f"invalid name {v!r}: {problem}")
+    return frozenset(raw)
+
+
+def _int_field(obj: Mapping[str, Any], key: str, path: str, default: int | None) -> int:
+    v = obj.get(key, default)
+    if v is None:
+        raise PluginArgsError(f"{path}.{key}", "required")
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PluginArgsError(f"{path}.{key}", f"must be an integer, got {v!r}")
+    return v
+
+
+def parse_resource_specs(raw: object, path: str) -> tuple[ResourceSpec, ...]:
+    """`resources: [{name, weight}]` as kube-scheduler's v1 defaulting and
+    validateResources: none given means cpu and memory; a weight left out or 0
+    means 1; weights must be in (0, 100]."""
+    if raw is None:
+        return DEFAULT_RESOURCES
+    if not isinstance(raw, list):
+        raise PluginArgsError(path, "must be a list of {name, weight}")
+    if not raw:
+        return DEFAULT_RESOURCES
+    out = []
+    for i, r in enumerate(raw):
+        p = f"{path}[{i}]"
+        if not isinstance(r, Mapping):
+            raise PluginArgsError(p, "must be an object with name and weight")
+        for k in r:
+            if k not in ("name", "weight"):
+                raise PluginArgsError(f"{p}.{k}", "unknown field")
+        name = r.get("name")
+        if not isinstance(name, str) or not name:
+            raise PluginArgsError(f"{p}.name", "must be a resource name")
+        problem = qualified_name_problem(name)
+        if problem:
+            raise PluginArgsError(f"{p}.name", f"invalid resource name {name!r}: {problem}")
+        weight = _int_field(r, "weight", p, 0) or 1
+        if not 0 < weight <= MAX_RESOURCE_WEIGHT:
+            raise PluginArgsError(
+                f"{p}.weight", f"resource weight of {name} not in valid range (0, 100]"
+            )
+        out.append(ResourceSpec(name, weight))
+    return tuple(out)
+
+
+def parse_shape(raw: object, path: str) -> tuple[ShapePoint, ...]:
+    """validateFunctionShape: at least one point, utilization strictly increasing in
+    [0, 100], score in [0, 10]."""
+    if not isinstance(raw, list) or not raw:
+        raise PluginArgsError(path, "at least one point must be specified")
+    points = []
+    for i, pt in enumerate(raw):
+        p = f"{path}[{i}]"
+        if not isinstance(pt, Mapping):
+            raise PluginArgsError(p, "must be an object with utilization and score")
+        for k in pt:
+            if k not in ("utilization", "score"):
+                raise PluginArgsError(f"{p}.{k}", "unknown field")
+        points.append(
+            (p, ShapePoint(_int_field(pt, "utilization", p, 0), _int_field(pt, "score", p, 0)))
+        )
+    for i in range(1, len(points)):
+        if points[i - 1][1].utilization >= points[i][1].utilization:
+            raise PluginArgsError(
+                f"{points[i][0]}.utilization", "values must be sorted in increasing order"
+            )
+    for p, pt in points:
+        if not 0 <= pt.utilization <= MAX_UTILIZATION:
+            raise PluginArgsError(f"{p}.utilization", "not in valid range [0, 100]")
+        if not 0 <= pt.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise PluginArgsError(f"{p}.score", "not in valid range [0, 10]")
+    return tuple(pt for _, pt in points)
 
 
 def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
-    known = {
+    """Default and validate NodeResourcesFitArgs (kube-scheduler's
+    SetDefaults_NodeResourcesFitArgs and ValidateNodeResourcesFitArgs), plus
+    Troupe's isolated-CPU names."""
+    known = (
         "ignoredResources",
         "ignoredResourceGroups",
         "scoringStrategy",
         "isolatedCPUAnnotation",
         "isolatedCPUResource",
-    }
+    )
     for k in args:
         if k not in known:
             raise PluginArgsError(str(k), "unknown field")
-    ss = args.get("scoringStrategy") or {}
+    ignored = _name_list(args.get("ignoredResources"), "ignoredResources", False)
+    groups = _name_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups", True)
+
+    ss = args.get("scoringStrategy")
+    if ss is None:
+        ss = {}
     if not isinstance(ss, Mapping):
         raise PluginArgsError("scoringStrategy", "must be an object")
     for k in ss:
         if k not in ("type", "resources", "requestedToCapacityRatio"):
             raise PluginArgsError(f"scoringStrategy.{k}", "unknown field")
-    strategy = ss.get("type", LEAST_ALLOCATED)
-    if strategy not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
+    raw_type = ss.get("type", ScoringStrategyType.LEAST_ALLOCATED.value)
+    try:
+        strategy = ScoringStrategyType(raw_type)
+    except ValueError:
+        supported = ", ".join(f'"{t.value}"' for t in ScoringStrategyType)
         raise PluginArgsError(
             "scoringStrategy.type",
-            f'unsupported value: "{strategy}": '
-            'supported values: "LeastAllocated", "MostAllocated", '
-            '"RequestedToCapacityRatio"',
+            f'Unsupported value: "{raw_type}": supported values: {supported}',
+        ) from None
+    resources = parse_resource_specs(ss.get("resources"), "scoringStrategy.resources")
+    shape: tuple[ShapePoint, ...] = ()
+    rtcr = ss.get("requestedToCapacityRatio")
+    rtcr_path = "scoringStrategy.requestedToCapacityRatio"
+    if rtcr is not None:
+        if not isinstance(rtcr, Mapping):
+            raise PluginArgsError(rtcr_path, "must be an object")
+        for k in rtcr:
+            if k != "shape":
+                raise PluginArgsError(f"{rtcr_path}.{k}", "unknown field")
+        shape = parse_shape(rtcr.get("shape"), f"{rtcr_path}.shape")
+    elif strategy is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO:
+        raise PluginArgsError(f"{rtcr_path}.shape", "at least one point must be specified")
+
+    annotation = args.get("isolatedCPUAnnotation", ISOLATED_CPU_ANNOTATION)
+    if not isinstance(annotation, str) or qualified_name_problem(annotation):
+        raise PluginArgsError(
+            "isolatedCPUAnnotation", f"must be an annotation key, got {annotation!r}"
         )
-    try:
-        resources = parse_resources(ss, ((CPU, 1), (MEMORY, 1)))
-    except PluginArgsError as e:
-        raise PluginArgsError(f"scoringStrategy.{e.field_path}", e.problem) from e
-    shape: tuple[tuple[int, int], ...] = ((0, 0), (100, 10))
-    if strategy == REQUESTED_TO_CAPACITY_RATIO:
-        r = ss.get("requestedToCapacityRatio")
-        if not isinstance(r, Mapping) or not isinstance(r.get("shape"), list) or not r["shape"]:
-            raise PluginArgsError(
-                "scoringStrategy.requestedToCapacityRatio.shape",
-                "at least one point must be specified",
-            )
-        pts = []
-        prev = -1
-        for i, p in enumerate(r["shape"]):
-            path = f"scoringStrategy.requestedToCapacityRatio.shape[{i}]"
-            if not isinstance(p, Mapping):
-                raise PluginArgsError(path, "must be an object")
-            u, s = p.get("utilization"), p.get("score")
-            if isinstance(u, bool) or not isinstance(u, int) or not 0 <= u <= MAX_UTILIZATION:
-                raise PluginArgsError(f"{path}.utilization", "must be in the range [0, 100]")
-            if u <= prev:
-                raise PluginArgsError(
-                    f"{path}.utilization", "values must be sorted in increasing order"
-                )
-            if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_CUSTOM_SCORE:
-                raise PluginArgsError(f"{path}.score", "must be in the range [0, 10]")
-            prev = u
-            pts.append((u, s))
-        shape = tuple(pts)
-    ann = args.get("isolatedCPUAnnotation", ISOLATED_CPU_ANNOTATION)
-    res = args.get("isolatedCPUResource", ISOLATED_CPU_RESOURCE)
-    for name, v in (("isolatedCPUAnnotation", ann), ("isolatedCPUResource", res)):
-        if not isinstance(v, str) or not v:
-            raise PluginArgsError(name, "must be a non-empty string")
+    resource = args.get("isolatedCPUResource", ISOLATED_CPU_RESOURCE)
+    if (
+        not isinstance(resource, str)
+        or qualified_name_problem(resource)
+        or not is_extended_resource(resource)
+    ):
+        raise PluginArgsError(
+            "isolatedCPUResource",
+            f"must be an extended resource name (domain/name outside kubernetes.io), "
+            f"got {resource!r}",
+        )
     return FitArgs(
-        ignored_resources=_str_list(args.get("ignoredResources"), "ignoredResources"),
-        ignored_groups=_str_list(args.get("ignoredResourceGroups"), "ignoredResourceGroups"),
+        ignored_resources=ignored,
+        ignored_resource_groups=groups,
         strategy=strategy,
         resources=resources,
         shape=shape,
-        isolated=IsolatedCPU(ann, res),
+        isolated=IsolatedCPU(annotation, resource),
     )
 
 
-@dataclass(frozen=True, slots=True)
-class _Fit:
-    names: tuple[str, ...]  # resources checked, in kube-scheduler's order
-    cols: IntpArray  # node table column of each (-1: the table has none)
-    req: Int64Array
+# ---- scoring functions (one value at a time; the table and per-node form use them) ----
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
+    """helper.BuildBrokenLinearFunction over (utilization, score) points."""
+    for i, (u, s) in enumerate(shape):
+        if p <= u:
+            if i == 0:
+                return s
+            u0, s0 = shape[i - 1]
+            return s0 + _go_div((s - s0) * (p - u0), u - u0)
+    return shape[-1][1]
+
+
+def _round_half_up(total: int, weights: int) -> int:
+    """math.Round(float64(total) / float64(weights)) for non-negative operands."""
+    return (2 * total + weights) // (2 * weights)
+
+
+# ---- cycle state -------------------------------------------------------------------
+
+_PRE_FILTER_KEY: Final = "PreFilterNodeResourcesFit"
+_PRE_SCORE_KEY: Final = "PreScoreNodeResourcesFit"
 
 
 @dataclass(frozen=True, slots=True)
-class _Score:
-    alloc_cols: tuple[int, ...]  # -1: not scored (no column)
-    req_cols: tuple[int, ...]  # column in `requested` or in `nonzero_requested` (neg - 10)
-    pod: tuple[int, ...]
+class _FitState:
+    """What the pod needs, in reason order: a resource, its reason, its column in
+    the node table (-1: no node has it) and the amount."""
+
+    names: tuple[str, ...]
+    reasons: tuple[str, ...]
+    cols: tuple[int, ...]
+    amounts: tuple[int, ...]
+    codes: tuple[Code, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    """One entry per scored dimension (scoring resources that can score at all):
+    the allocatable column, where the node's requested amount is read
+    (`nonzero_requested` column when `nonzero`, else a `requested` column), the
+    pod's amount and the weight."""
+
+    alloc_cols: tuple[int, ...]
+    req_cols: tuple[int, ...]
+    nonzero: tuple[bool, ...]
+    amounts: tuple[int, ...]
     weights: tuple[int, ...]
 
 
-def _is_extended(name: str) -> bool:
-    return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+_NONZERO_COL: Final = {CPU: 0, MEMORY: 1}  # columns of NodeTable.nonzero_requested
 
 
 class NodeResourcesFit(
@@ -184,6 +401,17 @@ class NodeResourcesFit(
 
     def __init__(self, args: FitArgs) -> None:
         self.args = args
+        self.isolated = args.isolated
+        # (utilization, score 0..100) points, and the broken-linear function tabulated
+        # over every utilization 0..100 (Score looks utilizations up in it).
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        self._shape = tuple((p.utilization, p.score * scale) for p in args.shape)
+        self._shape_table: Int64Array = np.array(
+            [broken_linear(self._shape, u) for u in range(MAX_UTILIZATION + 1)]
+            if self._shape
+            else [0],
+            dtype=np.int64,
+        )
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
@@ -192,57 +420,64 @@ class NodeResourcesFit(
     # ---- filter --------------------------------------------------------------------
 
     def _ignored(self, name: str) -> bool:
-        if not _is_extended(name):
+        if not is_extended_resource(name) or name == self.isolated.resource:
             return False
         if name in self.args.ignored_resources:
             return True
-        return "/" in name and name.split("/", 1)[0] in self.args.ignored_groups
+        return name.split("/", 1)[0] in self.args.ignored_resource_groups
+
+    def fit_charge(self, pod: Pod) -> dict[str, int]:
+        """What Filter checks for `pod`: its charge without ignored resources."""
+        charge = pod_charge(pod, self.isolated).resources
+        return {r: v for r, v in charge.items() if v > 0 and not self._ignored(r)}
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
-        charge = pod_charge(pod, self.args.isolated).resources
-        order = [PODS, CPU, MEMORY, EPHEMERAL_STORAGE]
-        names = [r for r in order if charge.get(r, 0) > 0]
-        names += sorted(
-            r for r, v in charge.items() if r not in order and v > 0 and not self._ignored(r)
+        charge = self.fit_charge(pod)
+        charge[PODS] = 1  # a pod requesting nothing still takes a pod slot
+        base = (PODS, CPU, MEMORY, EPHEMERAL_STORAGE)
+        names = [r for r in base if r in charge]
+        names += sorted(r for r in charge if r not in base)
+        state.write(
+            _PRE_FILTER_KEY,
+            _FitState(
+                names=tuple(names),
+                reasons=tuple(insufficient(r) for r in names),
+                cols=tuple(nodes.col.get(r, -1) for r in names),
+                amounts=tuple(charge[r] for r in names),
+                codes=(Code.UNSCHEDULABLE,) * len(names),
+            ),
         )
-        cols = np.array([nodes.col.get(r, -1) for r in names], dtype=np.intp)
-        req = np.array([charge[r] for r in names], dtype=np.int64)
-        state.write(_PRE_FILTER_KEY, _Fit(tuple(names), cols, req))
         return None, SUCCESS
-
-    def _fit(self, state: CycleState, nodes: NodeTable) -> _Fit:
-        fit = state.read(_PRE_FILTER_KEY, _Fit)
-        if (fit.cols < 0).any():  # a column may have appeared since pre_filter
-            cols = np.array([nodes.col.get(r, -1) for r in fit.names], dtype=np.intp)
-            fit = _Fit(fit.names, cols, fit.req)
-        return fit
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> FilterResult:
-        fit = self._fit(state, nodes)
-        known = fit.cols >= 0
-        if known.all():
-            free = (
-                nodes.allocatable[np.ix_(rows, fit.cols)] - nodes.requested[np.ix_(rows, fit.cols)]
-            )
-            rejected: BoolArray = free < fit.req
-        else:
-            rejected = np.ones((len(rows), len(fit.names)), dtype=bool)
-            kc = fit.cols[known]
-            free = nodes.allocatable[np.ix_(rows, kc)] - nodes.requested[np.ix_(rows, kc)]
-            rejected[:, known] = free < fit.req[known]
-        return FilterResult(tuple(insufficient(r) for r in fit.names), rejected)
+        s = state.read(_PRE_FILTER_KEY, _FitState)
+        n = len(rows)
+        out: BoolArray = np.empty((len(s.names), n), dtype=bool)
+        # Many rows: compare whole columns, then pick the rows; few rows: pick first.
+        whole = 2 * n >= nodes.n_rows
+        top = nodes.n_rows
+        for j, (c, amount) in enumerate(zip(s.cols, s.amounts, strict=True)):
+            if c < 0:
+                out[j] = True  # no node has the resource
+            elif whole:
+                free = nodes.allocatable[:top, c] - nodes.requested[:top, c]
+                np.less(free, amount).take(rows, out=out[j], mode="clip")
+            else:
+                free = nodes.allocatable[rows, c] - nodes.requested[rows, c]
+                np.less(free, amount, out=out[j])
+        return FilterResult(s.reasons, out.T, s.codes)
 
     def filter_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> Status:
-        fit = self._fit(state, nodes)
+        s = state.read(_PRE_FILTER_KEY, _FitState)
         reasons = []
-        for name, c, r in zip(fit.names, fit.cols.tolist(), fit.req.tolist(), strict=True):
+        for c, amount, reason in zip(s.cols, s.amounts, s.reasons, strict=True):
             free = 0 if c < 0 else int(nodes.allocatable[row, c]) - int(nodes.requested[row, c])
-            if free < r:
-                reasons.append(insufficient(name))
+            if amount > free:
+                reasons.append(reason)
         if reasons:
             return Status(Code.UNSCHEDULABLE, tuple(reasons), self.NAME)
         return SUCCESS
@@ -250,111 +485,218 @@ class NodeResourcesFit(
     # ---- score ---------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
-        iso = self.args.isolated
-        charge = pod_charge(pod, iso).resources
-        isolated = iso.applies(pod)
-        alloc_cols, req_cols, req, weights = [], [], [], []
-        for name, w in self.args.resources:
-            if name == CPU and isolated:
-                c = nodes.col.get(iso.resource, -1)
-                alloc_cols.append(c)
-                req_cols.append(c)
-                req.append(charge.get(iso.resource, 0) or pod.nonzero_cpu or 100)
-            elif name == CPU:
-                alloc_cols.append(nodes.col[CPU])
-                req_cols.append(-10)  # nonzero_requested[:, 0]
-                req.append(pod.nonzero_cpu)
-            elif name == MEMORY:
-                alloc_cols.append(nodes.col[MEMORY])
-                req_cols.append(-11)  # nonzero_requested[:, 1]
-                req.append(pod.nonzero_memory)
-            else:
-                amount = charge.get(name, 0)
-                c = nodes.col.get(name, -1) if amount or not _is_extended(name) else -1
-                alloc_cols.append(c)
-                req_cols.append(c)
-                req.append(amount)
-            weights.append(w)
-        state.write(
-            _PRE_SCORE_KEY, _Score(tuple(alloc_cols), tuple(req_cols), tuple(req), tuple(weights))
-        )
+        state.write(_PRE_SCORE_KEY, _score_state(pod, nodes, self.args.resources, self.isolated))
         return SUCCESS
 
-    @staticmethod
-    def _requested(nodes: NodeTable, rows: IntpArray | int, c: int) -> Any:
-        if c == -10:
-            return nodes.nonzero_requested[rows, 0]
-        if c == -11:
-            return nodes.nonzero_requested[rows, 1]
-        return nodes.requested[rows, c]
-
-    def _resource_scores(self, alloc: Int64Array, req: Int64Array) -> Int64Array:
-        strategy = self.args.strategy
-        safe = np.where(alloc > 0, alloc, 1)
-        if strategy == LEAST_ALLOCATED:
-            return np.where(req > alloc, 0, (alloc - req) * 100 // safe)
-        if strategy == MOST_ALLOCATED:
-            return np.where(req > alloc, 100, req * 100 // safe)
-        util = np.where(req > alloc, MAX_UTILIZATION, req * 100 // safe)
-        return self._broken_linear(util)
-
-    def _broken_linear(self, p: Int64Array) -> Int64Array:
-        shape = self.args.shape
-        us = [u for u, _ in shape]
-        ss = [s * (100 // MAX_CUSTOM_SCORE) for _, s in shape]
-        out = np.full(p.shape, ss[-1], dtype=np.int64)
-        done = np.zeros(p.shape, dtype=bool)
-        for i, u in enumerate(us):
-            hit = ~done & (p <= u)
-            if i == 0:
-                out[hit] = ss[0]
-            else:
-                out[hit] = ss[i - 1] + (ss[i] - ss[i - 1]) * (p[hit] - us[i - 1]) // (u - us[i - 1])
-            done |= hit
-        return out
-
     def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
-        sc = state.read(_PRE_SCORE_KEY, _Score)
+        s = state.read(_PRE_SCORE_KEY, _ScoreState)
+        strategy = self.args.strategy
+        rtcr = strategy is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO
         n = len(rows)
-        total = np.zeros(n, dtype=np.int64)
-        wsum = np.zeros(n, dtype=np.int64)
-        for ac, rc, r, w in zip(sc.alloc_cols, sc.req_cols, sc.pod, sc.weights, strict=True):
-            if ac < 0:
-                continue
-            alloc = nodes.allocatable[rows, ac]
-            req = self._requested(nodes, rows, rc) + r
+        total: Int64Array = np.zeros(n, dtype=np.int64)
+        # The weights summed per row: a constant while every row counts every
+        # resource, an array once some row does not (allocatable 0, or RTCR's 0).
+        wsum_all = 0
+        wsum_rows: Int64Array | None = None
+        for c, rc, nz, amount, weight in zip(
+            s.alloc_cols, s.req_cols, s.nonzero, s.amounts, s.weights, strict=True
+        ):
+            alloc = nodes.allocatable[:, c].take(rows)
+            src = nodes.nonzero_requested if nz else nodes.requested
+            req = src[:, rc].take(rows)
+            req += amount
             has = alloc > 0
-            total += np.where(has, self._resource_scores(alloc, req) * w, 0)
-            wsum += np.where(has, w, 0)
-        safe = np.where(wsum > 0, wsum, 1)
-        if self.args.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            # Go's math.Round: halves away from zero (numpy rounds halves to even)
-            out = np.floor(total / safe + 0.5).astype(np.int64)
+            partial = not has.all()
+            if partial:
+                alloc = np.where(has, alloc, 1)  # those rows are masked out below
+            if strategy is ScoringStrategyType.LEAST_ALLOCATED:
+                # leastRequestedScore: (capacity - requested) * 100 / capacity, 0 if over
+                per = alloc - req
+                per *= MAX_NODE_SCORE
+                per //= alloc
+                np.maximum(per, 0, out=per)
+            elif strategy is ScoringStrategyType.MOST_ALLOCATED:
+                # mostRequestedScore: requested capped at capacity
+                per = np.minimum(req, alloc)
+                per *= MAX_NODE_SCORE
+                per //= alloc
+            else:
+                # utilization capped at 100 (requested > capacity counts as 100)
+                util = req * MAX_UTILIZATION
+                util //= alloc
+                np.minimum(util, MAX_UTILIZATION, out=util)
+                per = self._shape_table[util]
+            if partial:
+                per[~has] = 0
+            if rtcr:
+                # only positive resource scores count, in both sums (as kube-scheduler)
+                counted = per > 0
+                if not partial and counted.all():
+                    wsum_all += weight
+                else:
+                    wsum_rows = (
+                        counted * weight if wsum_rows is None else wsum_rows + counted * weight
+                    )
+            elif partial:
+                wsum_rows = has * weight if wsum_rows is None else wsum_rows + has * weight
+            else:
+                wsum_all += weight
+            if weight != 1:
+                per *= weight
+            total += per
+        if wsum_rows is None:
+            if wsum_all == 0:
+                return total  # all zeros: nothing scored
+            if rtcr:
+                total *= 2
+                total += wsum_all
+                total //= 2 * wsum_all
+            else:
+                total //= wsum_all
+            return total
+        wsum_rows += wsum_all
+        safe = np.maximum(wsum_rows, 1)
+        if rtcr:
+            out: Int64Array = (2 * total + safe) // (2 * safe)
         else:
             out = total // safe
-        return np.where(wsum > 0, out, 0)
+        out[wsum_rows == 0] = 0
+        return out
 
     def score_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> int:
-        one = np.array([row], dtype=np.intp)
-        return int(self.score(state, pod, nodes, one)[0])
+        s = state.read(_PRE_SCORE_KEY, _ScoreState)
+        strategy = self.args.strategy
+        total = wsum = 0
+        for ac, rc, nz, amount, weight in zip(
+            s.alloc_cols, s.req_cols, s.nonzero, s.amounts, s.weights, strict=True
+        ):
+            capacity = int(nodes.allocatable[row, ac])
+            if capacity == 0:
+                continue
+            src = nodes.nonzero_requested if nz else nodes.requested
+            requested = int(src[row, rc]) + amount
+            if strategy is ScoringStrategyType.LEAST_ALLOCATED:
+                score = (
+                    0
+                    if requested > capacity
+                    else (capacity - requested) * MAX_NODE_SCORE // capacity
+                )
+            elif strategy is ScoringStrategyType.MOST_ALLOCATED:
+                score = min(requested, capacity) * MAX_NODE_SCORE // capacity
+            else:
+                util = (
+                    MAX_UTILIZATION
+                    if requested > capacity
+                    else requested * MAX_UTILIZATION // capacity
+                )
+                score = broken_linear(self._shape, util)
+                if score <= 0:
+                    continue
+            total += score * weight
+            wsum += weight
+        if wsum == 0:
+            return 0
+        if strategy is ScoringStrategyType.REQUESTED_TO_CAPACITY_RATIO:
+            return _round_half_up(total, wsum)
+        return total // wsum
 
     # ---- queueing hints ----------------------------------------------------------------
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
-        def pod_freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            # An assigned pod deleted or scaled down frees what it requested.
-            return QueueingHint.QUEUE if isinstance(old, Pod) else QueueingHint.SKIP
-
+        # As fit.go with queueing hints on: pod deletions and scale-downs, node adds
+        # and allocatable changes. Only assigned pods matter: an update of the pod
+        # itself requeues it anyway, and a pending pod deleted frees nothing. The
+        # scheduler reports a forgotten assumed pod as an assigned pod deleted.
         return [
             ClusterEventWithHint(
                 ClusterEvent(
-                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                    EventResource.ASSIGNED_POD,
+                    ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN,
                 ),
-                pod_freed,
+                self.is_schedulable_after_pod_event,
             ),
             ClusterEventWithHint(
                 ClusterEvent(
                     EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE
-                )
+                ),
+                self.is_schedulable_after_node_change,
             ),
         ]
+
+    def is_schedulable_after_pod_event(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """An assigned (or assumed) pod deleted may free what `pod` needs; one that
+        scaled down (or finished) helps only if it gave back a resource `pod` needs."""
+        if new is None:
+            return QueueingHint.QUEUE
+        if not isinstance(new, Pod) or not isinstance(old, Pod):
+            return QueueingHint.QUEUE
+        if new.uid == pod.uid:
+            return QueueingHint.QUEUE
+        if not new.node_name:
+            return QueueingHint.SKIP
+        if new.terminal and not old.terminal:
+            return QueueingHint.QUEUE  # a finished pod is no longer charged
+        before = pod_charge(old, self.isolated).resources
+        after = pod_charge(new, self.isolated).resources
+        for r in self.fit_charge(pod):
+            if r != PODS and before.get(r, 0) > after.get(r, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A node added or resized helps if the pod fits it empty and (for an
+        update) one of the resources the pod needs, or its pod capacity, grew."""
+        if not isinstance(new, Node):
+            return QueueingHint.SKIP
+        need = self.fit_charge(pod)
+        need[PODS] = 1
+        if any(v > new.allocatable.get(r, 0) for r, v in need.items()):
+            return QueueingHint.SKIP
+        if not isinstance(old, Node):
+            return QueueingHint.QUEUE
+        if any(new.allocatable.get(r, 0) > old.allocatable.get(r, 0) for r in need):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def _score_state(
+    pod: Pod, nodes: NodeTable, resources: Sequence[ResourceSpec], isolated: IsolatedCPU
+) -> _ScoreState:
+    """The pod's scoring dimensions (resource_allocation.go's
+    calculateResourceAllocatableRequest with useRequested=false)."""
+    charge = pod_charge(pod, isolated).resources
+    iso = isolated.applies(pod)
+    alloc_cols: list[int] = []
+    req_cols: list[int] = []
+    nonzero: list[bool] = []
+    amounts: list[int] = []
+    weights: list[int] = []
+
+    def add(col: int | None, req_col: int, nz: bool, amount: int, weight: int) -> None:
+        if col is None:
+            return  # no node has the resource: left out of every average
+        alloc_cols.append(col)
+        req_cols.append(req_col)
+        nonzero.append(nz)
+        amounts.append(amount)
+        weights.append(weight)
+
+    for spec in resources:
+        name, weight = spec.name, spec.weight
+        if name == CPU and iso:
+            c = nodes.col.get(isolated.resource)
+            add(c, c or 0, False, charge.get(isolated.resource, 0), weight)
+        elif name in _NONZERO_COL:
+            amount = pod.nonzero_cpu if name == CPU else pod.nonzero_memory
+            add(nodes.col.get(name), _NONZERO_COL[name], True, amount, weight)
+        elif name == EPHEMERAL_STORAGE:
+            c = nodes.col.get(name)
+            add(c, c or 0, False, charge.get(name, 0), weight)
+        elif is_scalar_resource(name) and charge.get(name, 0) > 0:
+            c = nodes.col.get(name)
+            add(c, c or 0, False, charge[name], weight)
+        # else: a scalar the pod does not request, or pods and other native
+        # resources, which kube-scheduler never scores.
+    return _ScoreState(
+        tuple(alloc_cols), tuple(req_cols), tuple(nonzero), tuple(amounts), tuple(weights)
+    )

@@ -1,246 +1,857 @@
-"""Configuration: defaults, multiPoint expansion, and errors that name the field."""
+"""Configuration: defaults, multiPoint expansion as kube-scheduler, the troupe
+section, files, and errors that name the field.
+
+Most tables run against a small fake registry, so that they say what the
+expansion does independently of the in-tree plugins; a few tests use the real
+IN_TREE registry and build the real runtime Profile from the result.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
-from scheduler.config import ConfigError, default_config, load_config, parse_config
+from scheduler.config import (
+    DEFAULT_SCHEDULER_NAME,
+    ConfigError,
+    SchedulerConfig,
+    TroupeSettings,
+    default_config,
+    load_config,
+    parse_config,
+)
+from scheduler.framework.interface import (
+    BindPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeFilterPlugin,
+    NodeScorePlugin,
+    PermitPlugin,
+    PluginSpec,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
 from scheduler.framework.runtime import Profile, ProfileError
 from scheduler.plugins.registry import IN_TREE
 from tests.unit.plugins.conftest import make_handle
 
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "config"
 V1 = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+
+
+# ---- a fake registry -------------------------------------------------------------------
+# Each class says which points it serves by the Protocols it subclasses, as plugins do.
+
+
+class Sort(QueueSortPlugin):
+    NAME: Final = "Sort"
+
+
+class OtherSort(QueueSortPlugin):
+    NAME: Final = "OtherSort"
+
+
+class Gate(PreEnqueuePlugin):
+    NAME: Final = "Gate"
+
+
+class Fit(PreFilterPlugin, FilterPlugin, ScorePlugin, EnqueueExtensions):
+    NAME: Final = "Fit"
+
+
+class Spread(PreFilterPlugin, FilterPlugin, ScorePlugin):
+    NAME: Final = "Spread"
+
+
+class Image(ScorePlugin):
+    NAME: Final = "Image"
+
+
+class PerNode(NodeFilterPlugin, NodeScorePlugin):
+    NAME: Final = "PerNode"
+
+
+class Gang(PreEnqueuePlugin, PostFilterPlugin, ReservePlugin, PermitPlugin):
+    NAME: Final = "Gang"
+
+
+class Binder(BindPlugin):
+    NAME: Final = "Binder"
+
+
+class OtherBinder(BindPlugin):
+    NAME: Final = "OtherBinder"
+
+
+FAKE: Final[dict[str, type]] = {
+    c.NAME: c
+    for c in (Sort, OtherSort, Gate, Fit, Spread, Image, PerNode, Gang, Binder, OtherBinder)
+}
+FAKE_DEFAULTS: Final = (
+    PluginSpec("Sort"),
+    PluginSpec("Gate"),
+    PluginSpec("Fit", weight=1),
+    PluginSpec("Spread", weight=2),
+    PluginSpec("Image", weight=3),
+    PluginSpec("Binder"),
+)
 
 
 def cfg(**fields: Any) -> dict[str, Any]:
     return {**V1, **fields}
 
 
-def names(config: Any, point: str, profile: int = 0) -> list[str]:
-    return [s.name for s in config.profiles[profile].plugins[point]]
+def one(plugins: dict[str, Any] | None = None, **profile: Any) -> dict[str, Any]:
+    """A configuration with one profile."""
+    return cfg(profiles=[{**({"plugins": plugins} if plugins else {}), **profile}])
 
 
-def test_default_profile() -> None:
-    c = default_config(IN_TREE)
-    assert [p.scheduler_name for p in c.profiles] == ["troupe-scheduler"]
-    assert names(c, "filter") == [
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ]
-    weights = {s.name: s.weight for s in c.profiles[0].plugins["score"]}
-    assert weights == {
-        "TaintToleration": 3,
-        "NodeAffinity": 2,
-        "NodeResourcesFit": 1,
-        "PodTopologySpread": 2,
-        "InterPodAffinity": 2,
-        "NodeResourcesBalancedAllocation": 1,
-        "ImageLocality": 1,
+def fake(obj: object) -> SchedulerConfig:
+    return parse_config(obj, FAKE, FAKE_DEFAULTS)
+
+
+def layout(c: SchedulerConfig, profile: int = 0) -> dict[str, list[str]]:
+    """The non-empty points; score entries as "Name*weight"."""
+    out: dict[str, list[str]] = {}
+    for point, specs in c.profiles[profile].plugins.items():
+        if specs:
+            out[point] = [f"{s.name}*{s.weight}" if point == "score" else s.name for s in specs]
+    return out
+
+
+FAKE_DEFAULT_LAYOUT: Final = {
+    "preEnqueue": ["Gate"],
+    "queueSort": ["Sort"],
+    "preFilter": ["Fit", "Spread"],
+    "filter": ["Fit", "Spread"],
+    "score": ["Fit*1", "Spread*2", "Image*3"],
+    "bind": ["Binder"],
+}
+
+
+# ---- defaults ----------------------------------------------------------------------------
+
+
+def test_defaults_expand_the_multi_point_set_at_every_point_a_plugin_implements() -> None:
+    c = default_config(FAKE, FAKE_DEFAULTS)
+    assert [p.scheduler_name for p in c.profiles] == [DEFAULT_SCHEDULER_NAME]
+    assert layout(c) == FAKE_DEFAULT_LAYOUT
+    p = c.profiles[0]
+    assert set(p.plugins) == {
+        "preEnqueue",
+        "queueSort",
+        "preFilter",
+        "filter",
+        "postFilter",
+        "preScore",
+        "score",
+        "reserve",
+        "permit",
+        "preBind",
+        "bind",
+        "postBind",
     }
-    assert names(c, "queueSort") == ["Coscheduling"]
-    assert names(c, "permit") == ["Coscheduling"]
-    assert names(c, "bind") == ["DefaultBinder"]
-    assert names(c, "preEnqueue") == ["SchedulingGates", "Coscheduling"]
-    assert c.pod_initial_backoff_seconds == 1 and c.pod_max_backoff_seconds == 10
-    assert c.troupe.unschedulable_flush_seconds == 300
+    assert p.percentage_of_nodes_to_score is None
+    assert all(s.args == {} and s.args_path == "" for specs in p.plugins.values() for s in specs)
+    assert (c.percentage_of_nodes_to_score, c.pod_initial_backoff_seconds) == (0, 1.0)
+    assert c.pod_max_backoff_seconds == 10.0
+    assert c.troupe == TroupeSettings()
 
 
-def test_disable_a_score_plugin_and_reweight() -> None:
+@pytest.mark.parametrize(
+    "obj",
+    [None, {}, V1, cfg(profiles=[]), cfg(profiles=None), cfg(profiles=[{}]), cfg(troupe={})],
+    ids=["none", "empty", "type-only", "no-profiles", "null-profiles", "empty-profile", "troupe"],
+)
+def test_empty_documents_read_as_the_defaults(obj: object) -> None:
+    assert fake(obj) == default_config(FAKE, FAKE_DEFAULTS)
+
+
+def test_in_tree_defaults() -> None:
+    c = default_config(IN_TREE)
+    assert layout(c) == {
+        "preEnqueue": ["SchedulingGates", "Coscheduling"],
+        "queueSort": ["Coscheduling"],
+        "preFilter": [
+            "Coscheduling",
+            "NodeName",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit",
+            "PodTopologySpread",
+            "InterPodAffinity",
+        ],
+        "filter": [
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit",
+            "PodTopologySpread",
+            "InterPodAffinity",
+        ],
+        "postFilter": ["Coscheduling"],
+        "preScore": [
+            "TaintToleration",
+            "NodeAffinity",
+            "NodeResourcesFit",
+            "PodTopologySpread",
+            "InterPodAffinity",
+            "NodeResourcesBalancedAllocation",
+            "ImageLocality",
+        ],
+        "score": [
+            "TaintToleration*3",
+            "NodeAffinity*2",
+            "NodeResourcesFit*1",
+            "PodTopologySpread*2",
+            "InterPodAffinity*2",
+            "NodeResourcesBalancedAllocation*1",
+            "ImageLocality*1",
+        ],
+        "reserve": ["Coscheduling"],
+        "permit": ["Coscheduling"],
+        "bind": ["DefaultBinder"],
+        "postBind": ["Coscheduling"],
+    }
+    p = c.profiles[0]
+    Profile(p.scheduler_name, p.plugins, IN_TREE, make_handle())
+
+
+def test_the_default_multi_point_set_is_the_in_tree_one() -> None:
+    assert parse_config({}, IN_TREE) == default_config(IN_TREE)
+    assert load_config(None, IN_TREE) == default_config(IN_TREE)
+
+
+# ---- multiPoint expansion and per-point overrides ---------------------------------------
+
+
+def changed(**points: list[str]) -> dict[str, list[str]]:
+    """The fake default layout with some points replaced (an empty list drops one)."""
+    out = {**FAKE_DEFAULT_LAYOUT, **points}
+    return {k: v for k, v in out.items() if v}
+
+
+EXPANSION_CASES: Final[list[tuple[str, dict[str, Any], dict[str, list[str]]]]] = [
+    (
+        "multi-point-disable-all-then-enable",
+        {
+            "multiPoint": {
+                "disabled": [{"name": "*"}],
+                "enabled": [{"name": "Sort"}, {"name": "Spread", "weight": 4}, {"name": "Binder"}],
+            }
+        },
+        {
+            "queueSort": ["Sort"],
+            "preFilter": ["Spread"],
+            "filter": ["Spread"],
+            "score": ["Spread*4"],
+            "bind": ["Binder"],
+        },
+    ),
+    (
+        "multi-point-disable-one-everywhere",
+        {"multiPoint": {"disabled": [{"name": "Fit"}]}},
+        changed(preFilter=["Spread"], filter=["Spread"], score=["Spread*2", "Image*3"]),
+    ),
+    (
+        "multi-point-reweight-keeps-the-default-position",
+        {"multiPoint": {"enabled": [{"name": "Fit", "weight": 9}]}},
+        changed(score=["Fit*9", "Spread*2", "Image*3"]),
+    ),
+    (
+        "multi-point-re-enable-without-weight-means-1",
+        {"multiPoint": {"enabled": [{"name": "Image"}]}},
+        changed(score=["Fit*1", "Spread*2", "Image*1"]),
+    ),
+    (
+        "multi-point-new-plugin-goes-last-at-each-of-its-points",
+        {"multiPoint": {"enabled": [{"name": "Gang"}, {"name": "PerNode", "weight": 5}]}},
+        changed(
+            preEnqueue=["Gate", "Gang"],
+            filter=["Fit", "Spread", "PerNode"],
+            postFilter=["Gang"],
+            score=["Fit*1", "Spread*2", "Image*3", "PerNode*5"],
+            reserve=["Gang"],
+            permit=["Gang"],
+        ),
+    ),
+    (
+        "multi-point-disabled-then-enabled-moves-last",
+        {"multiPoint": {"disabled": [{"name": "Fit"}], "enabled": [{"name": "Fit"}]}},
+        changed(
+            preFilter=["Spread", "Fit"],
+            filter=["Spread", "Fit"],
+            score=["Spread*2", "Image*3", "Fit*1"],
+        ),
+    ),
+    (
+        "point-disable-one-only-there",
+        {"score": {"disabled": [{"name": "Fit"}]}},
+        changed(score=["Spread*2", "Image*3"]),
+    ),
+    (
+        "point-disable-all-keeps-its-own-enabled",
+        {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "Image"}, {"name": "Fit"}]}},
+        changed(score=["Image*1", "Fit*1"]),
+    ),
+    (
+        "point-disable-all-also-drops-profile-multi-point-plugins",
+        {
+            "multiPoint": {"enabled": [{"name": "PerNode"}]},
+            "filter": {"disabled": [{"name": "*"}]},
+        },
+        changed(filter=[], score=["Fit*1", "Spread*2", "Image*3", "PerNode*1"]),
+    ),
+    (
+        "point-enable-of-a-multi-point-plugin-overrides-and-goes-first",
+        {"filter": {"enabled": [{"name": "Spread"}]}},
+        changed(filter=["Spread", "Fit"]),
+    ),
+    (
+        "point-enable-of-another-plugin-goes-last",
+        {"filter": {"enabled": [{"name": "PerNode"}, {"name": "Spread"}]}},
+        changed(filter=["Spread", "Fit", "PerNode"]),
+    ),
+    (
+        "score-weight-of-the-point-wins-over-multi-point",
+        {
+            "multiPoint": {"enabled": [{"name": "Image", "weight": 7}]},
+            "score": {"enabled": [{"name": "Image", "weight": 5}]},
+        },
+        changed(score=["Image*5", "Fit*1", "Spread*2"]),
+    ),
+    (
+        "score-enable-without-weight-means-1-not-the-default-weight",
+        {"score": {"enabled": [{"name": "Image"}]}},
+        changed(score=["Image*1", "Fit*1", "Spread*2"]),
+    ),
+    (
+        "weight-0-means-1",
+        {"score": {"enabled": [{"name": "Spread", "weight": 0}]}},
+        changed(score=["Spread*1", "Fit*1", "Image*3"]),
+    ),
+    (
+        "point-disabled-and-enabled-moves-last-with-its-weight",
+        {"score": {"disabled": [{"name": "Fit"}], "enabled": [{"name": "Fit", "weight": 6}]}},
+        changed(score=["Spread*2", "Image*3", "Fit*6"]),
+    ),
+    (
+        "replace-the-binder",
+        {"bind": {"disabled": [{"name": "Binder"}], "enabled": [{"name": "OtherBinder"}]}},
+        changed(bind=["OtherBinder"]),
+    ),
+    (
+        "replace-the-queue-sort-everywhere",
+        {"multiPoint": {"disabled": [{"name": "Sort"}], "enabled": [{"name": "OtherSort"}]}},
+        changed(queueSort=["OtherSort"]),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("plugins", "want"),
+    [c[1:] for c in EXPANSION_CASES],
+    ids=[c[0] for c in EXPANSION_CASES],
+)
+def test_expansion(plugins: dict[str, Any], want: dict[str, list[str]]) -> None:
+    assert layout(fake(one(plugins))) == want
+
+
+def test_weights_at_other_points_are_ignored() -> None:
+    c = fake(one({"multiPoint": {"enabled": [{"name": "Binder", "weight": 9}]}}))
+    assert [(s.name, s.weight) for s in c.profiles[0].plugins["bind"]] == [("Binder", 1)]
+    c = fake(one({"filter": {"enabled": [{"name": "Fit", "weight": 9}]}}))
+    assert [s.weight for s in c.profiles[0].plugins["filter"]] == [1, 1]
+    assert layout(c)["score"] == ["Fit*1", "Spread*2", "Image*3"]
+
+
+def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
     c = parse_config(
-        cfg(
-            profiles=[
-                {
-                    "plugins": {
-                        "score": {
-                            "disabled": [{"name": "ImageLocality"}],
-                            "enabled": [{"name": "NodeResourcesFit", "weight": 5}],
-                        }
-                    }
+        one(
+            {
+                "multiPoint": {
+                    "disabled": [{"name": "Coscheduling"}],
+                    "enabled": [{"name": "PrioritySort"}],
                 }
-            ]
+            }
         ),
         IN_TREE,
     )
-    weights = {s.name: s.weight for s in c.profiles[0].plugins["score"]}
-    assert "ImageLocality" not in weights and weights["NodeResourcesFit"] == 5
-    assert "NodeResourcesFit" in names(c, "filter")
+    got = layout(c)
+    assert got["queueSort"] == ["PrioritySort"]
+    assert got["preEnqueue"] == ["SchedulingGates"]
+    assert "permit" not in got and "postFilter" not in got
 
 
-def test_multi_point_disable_all_then_enable() -> None:
-    c = parse_config(
+# ---- profiles and plugin args ------------------------------------------------------------
+
+
+def test_two_profiles_each_with_their_own_plugins_and_args() -> None:
+    c = fake(
         cfg(
+            percentageOfNodesToScore=30,
             profiles=[
+                {"schedulerName": "spread"},
                 {
+                    "schedulerName": "pack",
+                    "percentageOfNodesToScore": 100,
                     "plugins": {
-                        "multiPoint": {
-                            "disabled": [{"name": "*"}],
-                            "enabled": [
-                                {"name": "PrioritySort"},
-                                {"name": "NodeResourcesFit", "weight": 2},
-                                {"name": "DefaultBinder"},
-                            ],
-                        }
-                    }
+                        "score": {"disabled": [{"name": "*"}], "enabled": [{"name": "Fit"}]}
+                    },
+                    "pluginConfig": [
+                        {"name": "Image", "args": {"x": 1}},
+                        {"name": "Fit", "args": {"strategy": "MostAllocated"}},
+                    ],
+                },
+            ],
+        )
+    )
+    spread, pack = c.profiles
+    assert c.profile("pack") is pack and c.profile("spread") is spread
+    assert c.profile("nobody") is None
+    assert layout(c, 0) == FAKE_DEFAULT_LAYOUT
+    assert layout(c, 1) == changed(score=["Fit*1"])
+    assert (c.percentage_of_nodes_to_score, spread.percentage_of_nodes_to_score) == (30, None)
+    assert pack.percentage_of_nodes_to_score == 100
+    # The same args, with where they came from, at every point the plugin serves.
+    for point in ("preFilter", "filter", "score"):
+        fit = next(s for s in pack.plugins[point] if s.name == "Fit")
+        assert fit.args == {"strategy": "MostAllocated"}
+        assert fit.args_path == "profiles[1].pluginConfig[1].args"
+    assert all(s.args == {} for specs in spread.plugins.values() for s in specs)
+    # Args of a registered plugin the profile does not enable are accepted.
+    assert all(s.name != "Image" for s in pack.plugins["score"])
+
+
+def test_args_typed_as_kube_scheduler_dumps_them_are_untyped() -> None:
+    c = fake(
+        one(
+            pluginConfig=[
+                {
+                    "name": "Fit",
+                    "args": {
+                        "apiVersion": "kubescheduler.config.k8s.io/v1",
+                        "kind": "FitArgs",
+                        "a": 1,
+                    },
                 }
             ]
-        ),
-        IN_TREE,
+        )
     )
-    assert names(c, "filter") == ["NodeResourcesFit"]
-    assert [(s.name, s.weight) for s in c.profiles[0].plugins["score"]] == [("NodeResourcesFit", 2)]
+    assert c.profiles[0].plugins["filter"][0].args == {"a": 1}
 
 
-def test_two_profiles_and_plugin_args() -> None:
-    c = parse_config(
+def test_kube_scheduler_plugins_troupe_lacks_may_be_disabled_or_configured() -> None:
+    c = fake(
+        one(
+            {
+                "multiPoint": {"disabled": [{"name": "DefaultPreemption"}]},
+                "filter": {"disabled": [{"name": "VolumeBinding"}]},
+            },
+            pluginConfig=[{"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": 5}}],
+        )
+    )
+    assert layout(c) == FAKE_DEFAULT_LAYOUT
+
+
+def test_troupe_section() -> None:
+    c = fake(
+        cfg(
+            troupe={
+                "fifoFallback": {
+                    "enabled": False,
+                    "minQueueLength": 0,
+                    "failureStreak": 7,
+                    "durationSeconds": 1.5,
+                },
+                "unschedulableFlushSeconds": 60,
+                "assumedPodTTLSeconds": 30,
+                "seed": 42,
+                "gangGroupCycle": False,
+                "podGroupStatusCoalesceSeconds": 0,
+                "metricsPort": 8080,
+            }
+        )
+    )
+    assert c.troupe == TroupeSettings(
+        fifo_enabled=False,
+        fifo_min_queue_length=0,
+        fifo_failure_streak=7,
+        fifo_duration_seconds=1.5,
+        unschedulable_flush_seconds=60.0,
+        assumed_pod_ttl_seconds=30.0,
+        seed=42,
+        group_cycle=False,
+        podgroup_status_coalesce_seconds=0.0,
+        metrics_port=8080,
+    )
+    partial = fake(cfg(troupe={"fifoFallback": {"failureStreak": 3}}))
+    assert partial.troupe == TroupeSettings(fifo_failure_streak=3)
+
+
+def test_kube_scheduler_fields_troupe_takes_from_flags_are_checked_and_ignored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="scheduler.config"):
+        c = fake(
+            cfg(
+                parallelism=16,
+                leaderElection={"leaderElect": True, "resourceName": "x"},
+                clientConnection={"qps": 50},
+                enableProfiling=False,
+                delayCacheUntilActive=True,
+                extenders=[],
+            )
+        )
+    assert c == default_config(FAKE, FAKE_DEFAULTS)
+    assert caplog.messages == [
+        "configuration: parallelism, leaderElection, clientConnection, enableProfiling, "
+        "delayCacheUntilActive ignored: Troupe takes these from its command line"
+    ]
+
+
+# ---- errors ------------------------------------------------------------------------------
+
+ERROR_CASES: Final[list[tuple[str, object, str]]] = [
+    # the document
+    ("not-an-object", [1], "must be a KubeSchedulerConfiguration object, got a list"),
+    (
+        "api-version",
+        {"apiVersion": "kubescheduler.config.k8s.io/v1beta3"},
+        'apiVersion: expected kubescheduler.config.k8s.io/v1, got "kubescheduler.config.k8s.io/'
+        'v1beta3"',
+    ),
+    (
+        "kind",
+        {**V1, "kind": "Policy"},
+        'kind: expected KubeSchedulerConfiguration, got "Policy"',
+    ),
+    ("unknown-field", cfg(bogus=1), "bogus: unknown field"),
+    (
+        "unknown-field-suggestion",
+        cfg(profile=[]),
+        'profile: unknown field (did you mean "profiles"?)',
+    ),
+    ("extenders", cfg(extenders=[{"urlPrefix": "http://x"}]), "extenders: not supported by Troupe"),
+    ("parallelism", cfg(parallelism=0), "parallelism: must be >= 1, got 0"),
+    (
+        "leader-election-field",
+        cfg(leaderElection={"leaseDurationSeconds": 15}),
+        'leaderElection.leaseDurationSeconds: unknown field (did you mean "leaseDuration"?)',
+    ),
+    # global numbers
+    (
+        "percentage",
+        cfg(percentageOfNodesToScore=120),
+        "percentageOfNodesToScore: must be between 0 and 100, got 120",
+    ),
+    (
+        "percentage-type",
+        cfg(percentageOfNodesToScore="50%"),
+        'percentageOfNodesToScore: must be an integer, got "50%"',
+    ),
+    (
+        "percentage-bool",
+        cfg(percentageOfNodesToScore=True),
+        "percentageOfNodesToScore: must be an integer, got true",
+    ),
+    (
+        "initial-backoff",
+        cfg(podInitialBackoffSeconds=0),
+        "podInitialBackoffSeconds: must be >= 1, got 0",
+    ),
+    (
+        "backoff-float",
+        cfg(podMaxBackoffSeconds=2.5),
+        "podMaxBackoffSeconds: must be an integer, got 2.5",
+    ),
+    (
+        "backoff-order",
+        cfg(podInitialBackoffSeconds=5, podMaxBackoffSeconds=2),
+        "podMaxBackoffSeconds: must be >= podInitialBackoffSeconds (5), got 2",
+    ),
+    # profiles
+    ("profiles-type", cfg(profiles={"a": 1}), "profiles: must be a list, got an object"),
+    ("profile-type", cfg(profiles=["x"]), 'profiles[0]: must be an object, got "x"'),
+    (
+        "duplicate-profile",
+        cfg(profiles=[{"schedulerName": "x"}, {"schedulerName": "x"}]),
+        'profiles[1].schedulerName: duplicate "x"',
+    ),
+    (
+        "unnamed-profile-among-several",
+        cfg(profiles=[{"schedulerName": "x"}, {}]),
+        "profiles[1].schedulerName: required when there are several profiles",
+    ),
+    ("empty-name", one(schedulerName=""), "profiles[0].schedulerName: must not be empty"),
+    (
+        "profile-percentage",
+        one(percentageOfNodesToScore=-1),
+        "profiles[0].percentageOfNodesToScore: must be between 0 and 100, got -1",
+    ),
+    (
+        "unknown-point",
+        one({"filters": {}}),
+        'profiles[0].plugins.filters: unknown field (did you mean "filter"?)',
+    ),
+    (
+        "unknown-plugin-set-field",
+        one({"filter": {"enable": []}}),
+        'profiles[0].plugins.filter.enable: unknown field (did you mean "enabled"?)',
+    ),
+    (
+        "unknown-plugin",
+        one({"filter": {"enabled": [{"name": "Fit"}, {"name": "Foo"}]}}),
+        'profiles[0].plugins.filter.enabled[1].name: unknown plugin "Foo"',
+    ),
+    (
+        "unknown-plugin-suggestion",
+        one({"multiPoint": {"enabled": [{"name": "Spraed"}]}}),
+        'profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin "Spraed" '
+        '(did you mean "Spread"?)',
+    ),
+    (
+        "kube-plugin-enabled",
+        one({"postFilter": {"enabled": [{"name": "DefaultPreemption"}]}}),
+        'profiles[0].plugins.postFilter.enabled[0].name: plugin "DefaultPreemption" is a '
+        "kube-scheduler plugin that Troupe does not have",
+    ),
+    (
+        "unknown-plugin-disabled",
+        one({"score": {"disabled": [{"name": "Imag"}]}}),
+        'profiles[0].plugins.score.disabled[0].name: unknown plugin "Imag" (did you mean "Image"?)',
+    ),
+    (
+        "plugin-name-missing",
+        one({"filter": {"enabled": [{"weight": 1}]}}),
+        "profiles[0].plugins.filter.enabled[0].name: must be a string, got null",
+    ),
+    (
+        "wrong-point",
+        one({"score": {"enabled": [{"name": "Sort"}]}}),
+        'profiles[0].plugins.score.enabled[0]: plugin "Sort" does not implement score',
+    ),
+    (
+        "wrong-point-per-node-form",
+        one({"preFilter": {"enabled": [{"name": "PerNode"}]}}),
+        'profiles[0].plugins.preFilter.enabled[0]: plugin "PerNode" does not implement preFilter',
+    ),
+    (
+        "enabled-twice",
+        one({"filter": {"enabled": [{"name": "Fit"}, {"name": "Fit"}]}}),
+        'profiles[0].plugins.filter.enabled[1].name: plugin "Fit" is enabled twice',
+    ),
+    (
+        "enabled-twice-multi-point",
+        one({"multiPoint": {"enabled": [{"name": "Gang"}, {"name": "Gang"}]}}),
+        'profiles[0].plugins.multiPoint.enabled[1].name: plugin "Gang" is enabled twice',
+    ),
+    (
+        "weight-type",
+        one({"score": {"enabled": [{"name": "Image", "weight": "high"}]}}),
+        'profiles[0].plugins.score.enabled[0].weight: must be an integer, got "high"',
+    ),
+    (
+        "negative-weight",
+        one({"multiPoint": {"enabled": [{"name": "Image", "weight": -1}]}}),
+        "profiles[0].plugins.multiPoint.enabled[0].weight: must be >= 0, got -1",
+    ),
+    (
+        "weights-overflow",
+        one({"score": {"enabled": [{"name": "Image", "weight": 2**62}]}}),
+        "profiles[0].plugins.score: total score of Score plugins could overflow",
+    ),
+    (
+        "no-queue-sort",
+        one({"queueSort": {"disabled": [{"name": "*"}]}}),
+        "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, got 0",
+    ),
+    (
+        "two-queue-sorts",
+        one({"multiPoint": {"enabled": [{"name": "OtherSort"}]}}),
+        "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, "
+        'got 2: "Sort", "OtherSort"',
+    ),
+    (
+        "no-bind",
+        one({"bind": {"disabled": [{"name": "*"}]}}),
+        "profiles[0].plugins.bind: at least one bind plugin must be enabled",
+    ),
+    (
+        "queue-sort-differs",
         cfg(
             profiles=[
                 {"schedulerName": "a"},
                 {
                     "schedulerName": "b",
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {"scoringStrategy": {"type": "MostAllocated"}},
+                    "plugins": {
+                        "queueSort": {
+                            "disabled": [{"name": "*"}],
+                            "enabled": [{"name": "OtherSort"}],
                         }
-                    ],
+                    },
                 },
             ]
         ),
-        IN_TREE,
-    )
-    fit = next(s for s in c.profiles[1].plugins["filter"] if s.name == "NodeResourcesFit")
-    assert fit.args == {"scoringStrategy": {"type": "MostAllocated"}}
-    assert fit.args_path == "profiles[1].pluginConfig[0].args"
-
-
-def test_troupe_section() -> None:
-    c = parse_config(
+        'profiles[1].plugins.queueSort: must be the same for all profiles: "OtherSort" here, '
+        '"Sort" in profiles[0]',
+    ),
+    (
+        "queue-sort-args-differ",
         cfg(
-            troupe={
-                "fifoFallback": {"enabled": False, "failureStreak": 7},
-                "seed": 42,
-                "gangGroupCycle": False,
-            }
+            profiles=[
+                {"schedulerName": "a"},
+                {"schedulerName": "b", "pluginConfig": [{"name": "Sort", "args": {"x": 1}}]},
+            ]
         ),
-        IN_TREE,
-    )
-    assert not c.troupe.fifo_enabled and c.troupe.fifo_failure_streak == 7
-    assert c.troupe.seed == 42 and not c.troupe.group_cycle
+        'profiles[1].pluginConfig[0].args: the args of queueSort plugin "Sort" must be the '
+        "same for all profiles",
+    ),
+    (
+        "queue-sort-args-missing",
+        cfg(
+            profiles=[
+                {"schedulerName": "a", "pluginConfig": [{"name": "Sort", "args": {"x": 1}}]},
+                {"schedulerName": "b"},
+            ]
+        ),
+        'profiles[1].pluginConfig: the args of queueSort plugin "Sort" must be the same for '
+        "all profiles",
+    ),
+    # pluginConfig
+    (
+        "plugin-config-unknown",
+        one(pluginConfig=[{"name": "Nope", "args": {}}]),
+        'profiles[0].pluginConfig[0].name: unknown plugin "Nope"',
+    ),
+    (
+        "plugin-config-duplicate",
+        one(pluginConfig=[{"name": "Fit"}, {"name": "Fit", "args": {}}]),
+        'profiles[0].pluginConfig[1].name: duplicate "Fit"',
+    ),
+    (
+        "plugin-config-args-type",
+        one(pluginConfig=[{"name": "Fit", "args": ["a"]}]),
+        "profiles[0].pluginConfig[0].args: must be an object, got a list",
+    ),
+    (
+        "plugin-config-field",
+        one(pluginConfig=[{"name": "Fit", "arguments": {}}]),
+        'profiles[0].pluginConfig[0].arguments: unknown field (did you mean "args"?)',
+    ),
+    (
+        "plugin-config-args-kind",
+        one(pluginConfig=[{"name": "Fit", "args": {"kind": "SpreadArgs"}}]),
+        'profiles[0].pluginConfig[0].args.kind: expected FitArgs, got "SpreadArgs"',
+    ),
+    (
+        "plugin-config-args-api-version",
+        one(pluginConfig=[{"name": "Fit", "args": {"apiVersion": "v1"}}]),
+        "profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1, "
+        'got "v1"',
+    ),
+    # troupe
+    (
+        "fifo-streak",
+        cfg(troupe={"fifoFallback": {"failureStreak": 0}}),
+        "troupe.fifoFallback.failureStreak: must be >= 1, got 0",
+    ),
+    (
+        "fifo-enabled-type",
+        cfg(troupe={"fifoFallback": {"enabled": "yes please"}}),
+        'troupe.fifoFallback.enabled: must be true or false, got "yes please"',
+    ),
+    (
+        "fifo-queue-length",
+        cfg(troupe={"fifoFallback": {"minQueueLength": -1}}),
+        "troupe.fifoFallback.minQueueLength: must be >= 0, got -1",
+    ),
+    (
+        "fifo-duration",
+        cfg(troupe={"fifoFallback": {"durationSeconds": 0}}),
+        "troupe.fifoFallback.durationSeconds: must be > 0, got 0",
+    ),
+    (
+        "fifo-unknown",
+        cfg(troupe={"fifoFallback": {"streak": 3}}),
+        "troupe.fifoFallback.streak: unknown field",
+    ),
+    (
+        "flush",
+        cfg(troupe={"unschedulableFlushSeconds": "5m"}),
+        'troupe.unschedulableFlushSeconds: must be a number of seconds, got "5m"',
+    ),
+    (
+        "ttl-negative",
+        cfg(troupe={"assumedPodTTLSeconds": -1}),
+        "troupe.assumedPodTTLSeconds: must be >= 0, got -1",
+    ),
+    (
+        "ttl-infinite",
+        cfg(troupe={"assumedPodTTLSeconds": float("inf")}),
+        "troupe.assumedPodTTLSeconds: must be a number of seconds, got Infinity",
+    ),
+    ("seed", cfg(troupe={"seed": 1.5}), "troupe.seed: must be an integer, got 1.5"),
+    (
+        "group-cycle",
+        cfg(troupe={"gangGroupCycle": 1}),
+        "troupe.gangGroupCycle: must be true or false, got 1",
+    ),
+    (
+        "coalesce",
+        cfg(troupe={"podGroupStatusCoalesceSeconds": -0.5}),
+        "troupe.podGroupStatusCoalesceSeconds: must be >= 0, got -0.5",
+    ),
+    (
+        "metrics-port",
+        cfg(troupe={"metricsPort": 70000}),
+        "troupe.metricsPort: must be between 1 and 65535, got 70000",
+    ),
+    ("troupe-type", cfg(troupe=[]), "troupe: must be an object, got a list"),
+    ("troupe-unknown", cfg(troupe={"bogus": "max"}), "troupe.bogus: unknown field"),
+]
 
 
 @pytest.mark.parametrize(
-    ("obj", "message"),
-    [
-        (
-            cfg(profiles=[{"plugins": {"filter": {"enabled": [{"name": "Foo"}]}}}]),
-            'profiles[0].plugins.filter.enabled[0].name: unknown plugin "Foo"',
-        ),
-        (
-            cfg(profiles=[{"plugins": {"score": {"enabled": [{"name": "PrioritySort"}]}}}]),
-            'profiles[0].plugins.score.enabled[0]: plugin "PrioritySort" does not implement score',
-        ),
-        (
-            cfg(percentageOfNodesToScore=120),
-            "percentageOfNodesToScore: must be between 0 and 100, got 120",
-        ),
-        (
-            cfg(podInitialBackoffSeconds=5, podMaxBackoffSeconds=2),
-            "podMaxBackoffSeconds: must be greater than or equal to podInitialBackoffSeconds (5), "
-            "got 2",
-        ),
-        (
-            cfg(profiles=[{"schedulerName": "x"}, {"schedulerName": "x"}]),
-            'profiles[1].schedulerName: duplicate "x"',
-        ),
-        (
-            {"apiVersion": "kubescheduler.config.k8s.io/v1beta3"},
-            "apiVersion: expected kubescheduler.config.k8s.io/v1, got 'kubescheduler.config.k8s.io/"
-            "v1beta3'",
-        ),
-        (cfg(bogus=1), "bogus: unknown field"),
-        (
-            cfg(profiles=[{"pluginConfig": [{"name": "Nope", "args": {}}]}]),
-            'profiles[0].pluginConfig[0].name: unknown plugin "Nope"',
-        ),
-        (
-            cfg(profiles=[{"plugins": {"queueSort": {"disabled": [{"name": "*"}]}}}]),
-            "profiles[0].plugins.queueSort: exactly one queueSort plugin must be enabled, got 0",
-        ),
-        (
-            cfg(profiles=[{"plugins": {"bind": {"disabled": [{"name": "*"}]}}}]),
-            "profiles[0].plugins.bind: at least one bind plugin must be enabled",
-        ),
-        (
-            cfg(
-                profiles=[
-                    {
-                        "plugins": {
-                            "filter": {"enabled": [{"name": "NodeName"}, {"name": "NodeName"}]}
-                        }
-                    }
-                ]
-            ),
-            'profiles[0].plugins.filter.enabled[1].name: plugin "NodeName" is enabled twice',
-        ),
-        (
-            cfg(
-                profiles=[
-                    {
-                        "plugins": {
-                            "score": {"enabled": [{"name": "ImageLocality", "weight": "high"}]}
-                        }
-                    }
-                ]
-            ),
-            "profiles[0].plugins.score.enabled[0].weight: must be an integer, got 'high'",
-        ),
-        (
-            cfg(troupe={"fifoFallback": {"failureStreak": 0}}),
-            "troupe.fifoFallback.failureStreak: must be >= 1, got 0",
-        ),
-        (cfg(troupe={"speed": "max"}), "troupe.speed: unknown field"),
-    ],
-    ids=[
-        "unknown-plugin",
-        "wrong-point",
-        "percentage",
-        "backoff",
-        "duplicate-profile",
-        "api-version",
-        "unknown-field",
-        "plugin-config-unknown",
-        "no-queue-sort",
-        "no-bind",
-        "enabled-twice",
-        "weight-type",
-        "fifo-streak",
-        "troupe-unknown",
-    ],
+    ("obj", "message"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
 )
-def test_errors_name_the_field(obj: dict[str, Any], message: str) -> None:
+def test_errors_name_the_field(obj: object, message: str) -> None:
     with pytest.raises(ConfigError) as e:
-        parse_config(obj, IN_TREE)
+        fake(obj)
     assert str(e.value) == message
+    assert str(e.value) == ": ".join(p for p in (e.value.field_path, e.value.problem) if p)
+
+
+def test_in_tree_plugin_at_a_point_it_does_not_implement() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config(one({"score": {"enabled": [{"name": "PrioritySort"}]}}), IN_TREE)
+    assert str(e.value) == (
+        'profiles[0].plugins.score.enabled[0]: plugin "PrioritySort" does not implement score'
+    )
+
+
+def test_a_default_plugin_missing_from_the_registry_is_reported() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config({}, FAKE, (*FAKE_DEFAULTS, PluginSpec("Gone")))
+    assert str(e.value) == (
+        'profiles[0].plugins.multiPoint: default plugin "Gone" is not in the registry'
+    )
 
 
 def test_bad_plugin_args_stop_startup_naming_the_field() -> None:
     c = parse_config(
-        cfg(
-            profiles=[
-                {
-                    "pluginConfig": [
-                        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Fancy"}}}
-                    ]
-                }
+        one(
+            pluginConfig=[
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Fancy"}}}
             ]
         ),
         IN_TREE,
@@ -251,18 +862,163 @@ def test_bad_plugin_args_stop_startup_naming_the_field() -> None:
     assert str(e.value).startswith("profiles[0].pluginConfig[0].args.scoringStrategy.type: ")
 
 
-def test_load_config_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"nope\.yaml"):
-        load_config(str(tmp_path / "nope.yaml"), IN_TREE)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("profiles: [\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: not valid YAML"):
-        load_config(str(bad), IN_TREE)
+# ---- files -------------------------------------------------------------------------------
+
+
+def build_profiles(c: SchedulerConfig) -> None:
+    for p in c.profiles:
+        Profile(p.scheduler_name, p.plugins, IN_TREE, make_handle())
+
+
+def test_full_file() -> None:
+    c = load_config(str(FIXTURES / "full.yaml"), IN_TREE)
+    build_profiles(c)
+    assert (c.percentage_of_nodes_to_score, c.profiles[0].percentage_of_nodes_to_score) == (40, 70)
+    assert (c.pod_initial_backoff_seconds, c.pod_max_backoff_seconds) == (2.0, 20.0)
+    got = layout(c)
+    assert got["filter"] == [
+        "NodeResourcesFit",
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "PodTopologySpread",
+        "InterPodAffinity",
+    ]
+    assert got["score"] == [
+        "NodeResourcesFit*4",
+        "TaintToleration*5",
+        "NodeAffinity*2",
+        "PodTopologySpread*2",
+        "InterPodAffinity*2",
+    ]
+    cos = c.profiles[0].plugins["permit"][0]
+    assert (cos.name, cos.args, cos.args_path) == (
+        "Coscheduling",
+        {"permitWaitingTimeSeconds": 30},
+        "profiles[0].pluginConfig[1].args",
+    )
+    assert c.troupe == TroupeSettings(
+        fifo_enabled=False,
+        fifo_min_queue_length=10,
+        fifo_failure_streak=5,
+        fifo_duration_seconds=2.5,
+        unschedulable_flush_seconds=60.0,
+        assumed_pod_ttl_seconds=900.0,
+        seed=7,
+        group_cycle=False,
+        podgroup_status_coalesce_seconds=0.5,
+        metrics_port=9090,
+    )
+
+
+def test_a_kube_scheduler_file_is_read_as_it_is() -> None:
+    c = load_config(str(FIXTURES / "kube-scheduler.yaml"), IN_TREE)
+    build_profiles(c)
+    got = layout(c)
+    assert got["queueSort"] == ["PrioritySort"]
+    assert "permit" not in got
+    fit = next(s for s in c.profiles[0].plugins["score"] if s.name == "NodeResourcesFit")
+    assert fit.args == {
+        "scoringStrategy": {
+            "type": "LeastAllocated",
+            "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+        }
+    }
+    assert fit.args_path == "profiles[0].pluginConfig[1].args"
+
+
+def test_two_profiles_file() -> None:
+    c = load_config(str(FIXTURES / "two-profiles.yaml"), IN_TREE)
+    build_profiles(c)
+    assert [p.scheduler_name for p in c.profiles] == ["troupe-scheduler", "troupe-packer"]
+    assert layout(c, 1)["score"] == ["NodeResourcesFit*1"]
+    assert layout(c, 0) == layout(default_config(IN_TREE))
+
+
+FILE_ERRORS: Final = [
+    (
+        "bad-repeated-key.yaml",
+        'not valid YAML at line 9, column 7: repeated key "enabled"',
+    ),
+    (
+        "bad-yaml.yaml",
+        "not valid YAML at line 4, column 1: expected ',' or ']', but got '<scalar>' "
+        "(while parsing a flow sequence at line 3, column 11)",
+    ),
+    (
+        "bad-queue-sort.yaml",
+        'profiles[1].plugins.queueSort: must be the same for all profiles: "PrioritySort" '
+        'here, "Coscheduling" in profiles[0]',
+    ),
+    (
+        "bad-kube-plugin.yaml",
+        'profiles[0].plugins.postFilter.enabled[0].name: plugin "DefaultPreemption" is a '
+        "kube-scheduler plugin that Troupe does not have",
+    ),
+    (
+        "bad-v1beta3.yaml",
+        'apiVersion: expected kubescheduler.config.k8s.io/v1, got "kubescheduler.config.k8s.io/'
+        'v1beta3"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "problem"), FILE_ERRORS, ids=[f[0] for f in FILE_ERRORS])
+def test_file_errors_name_the_file_and_the_field(name: str, problem: str) -> None:
+    path = str(FIXTURES / name)
+    with pytest.raises(ConfigError) as e:
+        load_config(path, IN_TREE)
+    assert str(e.value) == f"{path}: {problem}"
+    assert e.value.file == path
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as e:
+        load_config(str(missing), IN_TREE)
+    assert str(e.value) == f"{missing}: cannot read: No such file or directory"
+    with pytest.raises(ConfigError) as e:
+        load_config(str(tmp_path), IN_TREE)
+    assert str(e.value) == f"{tmp_path}: cannot read: Is a directory"
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError) as e:
+        load_config(str(binary), IN_TREE)
+    assert str(e.value) == f"{binary}: cannot read: not UTF-8 text"
+
+
+def test_file_contents(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing\n")
+    assert load_config(str(empty), IN_TREE) == default_config(IN_TREE)
+    two = tmp_path / "two.yaml"
+    two.write_text("a: 1\n---\nb: 2\n")
+    with pytest.raises(ConfigError, match=r"two\.yaml: not valid YAML at line 2, column 1: "):
+        load_config(str(two), IN_TREE)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("hello\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(str(scalar), IN_TREE)
+    assert str(e.value) == f'{scalar}: must be a KubeSchedulerConfiguration object, got "hello"'
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("percentageOfNodesToScore: -1\n")
     with pytest.raises(ConfigError) as e:
         load_config(str(wrong), IN_TREE)
-    assert str(e.value) == (f"{wrong}: percentageOfNodesToScore: must be between 0 and 100, got -1")
+    assert str(e.value) == f"{wrong}: percentageOfNodesToScore: must be between 0 and 100, got -1"
+    assert e.value.field_path == "percentageOfNodesToScore"
+    # YAML anchors and merge keys are not repeated keys.
+    merged = tmp_path / "merged.yaml"
+    merged.write_text(
+        "troupe:\n  fifoFallback: &f {enabled: false, failureStreak: 3}\n"
+        "profiles:\n- schedulerName: a\n  pluginConfig:\n"
+        "  - {name: Coscheduling, args: &a {permitWaitingTimeSeconds: 5}}\n"
+        "- schedulerName: b\n  pluginConfig:\n"
+        "  - name: Coscheduling\n    args:\n      <<: *a\n      permitWaitingTimeSeconds: 5\n"
+    )
+    c = load_config(str(merged), IN_TREE)
+    assert c.profiles[1].plugins["permit"][0].args == {"permitWaitingTimeSeconds": 5}
 
 
 def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,24 +1028,7 @@ def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture
     f.write_text("profiles: [{plugins: {score: {enabled: [{name: PrioritySort}]}}}]\n")
     assert main(["simulate", "--config", str(f), "tests/fixtures/sim/ports.yaml"]) == 2
     err = capsys.readouterr().err
-    assert 'plugin "PrioritySort" does not implement score' in err
-
-
-def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
-    c = parse_config(
-        cfg(
-            profiles=[
-                {
-                    "plugins": {
-                        "multiPoint": {
-                            "disabled": [{"name": "Coscheduling"}],
-                            "enabled": [{"name": "PrioritySort"}],
-                        }
-                    }
-                }
-            ]
-        ),
-        IN_TREE,
+    assert err.strip() == (
+        f"troupe: configuration: {f}: profiles[0].plugins.score.enabled[0]: "
+        'plugin "PrioritySort" does not implement score'
     )
-    assert names(c, "queueSort") == ["PrioritySort"]
-    assert names(c, "permit") == []
