@@ -42,6 +42,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
+    from dataclasses import replace
 
     from scheduler.config import ConfigError, load_config
     from scheduler.framework.runtime import ProfileError
@@ -54,8 +55,30 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
+    # Flags take precedence over the configuration file, as kube-scheduler's do.
+    cc = config.client_connection
+    cc = replace(
+        cc,
+        kubeconfig=args.kubeconfig if args.kubeconfig is not None else cc.kubeconfig,
+        qps=args.qps if args.qps is not None else cc.qps,
+        burst=args.burst if args.burst is not None else cc.burst,
+    )
+    le = config.leader_election
+    if args.lease_namespace is not None:
+        le = replace(le, resource_namespace=args.lease_namespace)
+    if args.leader_elect is not None:
+        le = replace(le, leader_elect=args.leader_elect)
+    config = replace(config, client_connection=cc, leader_election=le)
+    if cc.qps <= 0 or cc.burst < 1:
+        print("troupe: --qps must be > 0 and --burst >= 1", file=sys.stderr)
+        return 2
     try:
-        kube = KubeClient(load_api_client(args.kubeconfig), qps=args.qps, burst=args.burst)
+        kube = KubeClient(
+            load_api_client(cc.kubeconfig or None),
+            qps=cc.qps,
+            burst=cc.burst,
+            identity=args.identity,
+        )
     except Exception as e:
         print(f"troupe: cannot load cluster credentials: {e}", file=sys.stderr)
         return 2
@@ -64,8 +87,8 @@ def _run(args: argparse.Namespace) -> int:
             run(
                 config,
                 kube,
+                metrics_host=args.bind_address,
                 metrics_port=args.metrics_port,
-                lease_namespace=args.lease_namespace,
                 identity=args.identity,
             )
         )
@@ -113,7 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="schedule pods in a cluster (in-cluster or --kubeconfig)")
     run.add_argument("--config", help="a KubeSchedulerConfiguration file")
     run.add_argument(
-        "--kubeconfig", help="a kubeconfig file (default: in-cluster, then ~/.kube/config)"
+        "--kubeconfig",
+        default=None,
+        help="a kubeconfig file (default: clientConnection.kubeconfig, else in-cluster, "
+        "else ~/.kube/config)",
     )
     run.add_argument(
         "--metrics-port",
@@ -123,11 +149,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="port of /metrics, /healthz, /readyz (default: troupe.metricsPort)",
     )
     run.add_argument(
-        "--lease-namespace", default="kube-system", help="namespace of the leader-election Lease"
+        "--bind-address",
+        default="0.0.0.0",
+        help="address of /metrics and the health endpoints (default 0.0.0.0, as kube-scheduler)",
     )
-    run.add_argument("--identity", default=None, help="this replica's name in the Lease")
-    run.add_argument("--qps", type=float, default=50.0, help="API requests per second")
-    run.add_argument("--burst", type=int, default=100, help="API request burst")
+    run.add_argument(
+        "--lease-namespace",
+        default=None,
+        help="namespace of the leader-election Lease (default: leaderElection.resourceNamespace, "
+        "kube-system)",
+    )
+    run.add_argument(
+        "--leader-elect",
+        default=None,
+        type=lambda v: {"true": True, "false": False}[v.lower()],
+        metavar="true|false",
+        help="take part in leader election (default: leaderElection.leaderElect, true)",
+    )
+    run.add_argument(
+        "--identity", default=None, help="this replica's name in the Lease (default: POD_NAME)"
+    )
+    run.add_argument("--qps", type=float, default=None, help="API requests per second (default 50)")
+    run.add_argument("--burst", type=int, default=None, help="API request burst (default 100)")
     run.set_defaults(func=_run)
     ver = sub.add_parser("version", help="print the version")
     ver.set_defaults(func=lambda a: print(__version__) or 0)

@@ -15,18 +15,25 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from scheduler.api.types import NodeName, PodKey
+from scheduler.events import ObjectRef
 
-# The start of a bind failure's message when the pod was already bound: the
-# scheduler forgets the pod instead of retrying it.
-ALREADY_BOUND = "pod is already bound"
+# The start of a bind failure's message on HTTP 409: the scheduler reads the pod
+# to tell "bound by someone" (forget it) from "re-created" (schedule it again).
+BIND_CONFLICT = "binding conflict"
 
 
 class BindConflict(Exception):
-    """The pod is already bound (HTTP 409): someone else scheduled it."""
+    """HTTP 409 on bind. Not proof that the pod is bound: a pod deleted and
+    re-created under the same name fails the binding's UID precondition too.
+    The scheduler reads the pod (`read_pod`) before it decides."""
 
 
 class NotFound(Exception):
     """The object is gone (HTTP 404)."""
+
+
+class NotLeader(Exception):
+    """A write was not sent: this replica no longer holds the Lease."""
 
 
 class ClusterClient(Protocol):
@@ -39,8 +46,14 @@ class ClusterClient(Protocol):
         ...
 
     async def record_event(
-        self, pod: PodKey, event_type: str, reason: str, message: str
-    ) -> None: ...
+        self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
+    ) -> None:
+        """Record an Event on `obj` (correlated and aggregated as client-go does)."""
+        ...
+
+    async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
+        """The pod as the API server has it now, or None if it is gone."""
+        ...
 
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         """Set the PodScheduled condition."""
@@ -49,10 +62,12 @@ class ClusterClient(Protocol):
 
 @dataclass
 class RecordedEvent:
-    pod: PodKey
+    pod: PodKey  # namespace/name of the involved object
     type: str
     reason: str
     message: str
+    obj: ObjectRef | None = None
+    action: str = ""
 
 
 @dataclass
@@ -72,6 +87,7 @@ class InMemoryCluster:
     on_pod_bound: Callable[[PodKey, NodeName], None] | None = None
     binds: int = 0
     status_patches: int = 0
+    condition_writes: int = 0
 
     async def bind(self, pod: PodKey, uid: str, node: NodeName) -> None:
         failures = self.fail_binds.get(pod)
@@ -95,8 +111,15 @@ class InMemoryCluster:
         obj.setdefault("status", {}).update(status)
         self.status_patches += 1
 
-    async def record_event(self, pod: PodKey, event_type: str, reason: str, message: str) -> None:
-        self.events.append(RecordedEvent(pod, event_type, reason, message))
+    async def record_event(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
+    ) -> None:
+        key = PodKey(f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name)
+        self.events.append(RecordedEvent(key, event_type, reason, message, obj, action))
+
+    async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
+        return self.pods.get(pod)
 
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         self.conditions[pod] = {"status": status, "reason": reason, "message": message}
+        self.condition_writes += 1

@@ -55,10 +55,12 @@ wrong types are errors. Two leniencies: a document without `apiVersion`/`kind`
 is read as v1, and kube-scheduler plugins Troupe does not have
 (`DefaultPreemption`, `VolumeBinding`...) may be disabled or given a
 `pluginConfig` entry, which is then ignored, so that a kube-scheduler
-configuration can be used as it is; enabling one is an error. Top-level fields
-of kube-scheduler that Troupe takes from its command line instead
-(`leaderElection`, `clientConnection`, `parallelism`, profiling,
-`delayCacheUntilActive`) are checked and ignored, with a log line.
+configuration can be used as it is; enabling one is an error.
+`leaderElection` (leases only; durations as Go durations) and
+`clientConnection` (kubeconfig, qps, burst; JSON content types only) are
+honored, command-line flags taking precedence. Top-level fields that have no
+effect in Troupe (`parallelism`, profiling, `delayCacheUntilActive`) are
+checked and ignored, with a log line.
 
 Any error stops start-up with one `ConfigError` naming the field, e.g.
 `profiles[0].plugins.score.enabled[0]: plugin "PrioritySort" does not implement
@@ -73,6 +75,7 @@ import difflib
 import json
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -165,6 +168,29 @@ class TroupeSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaderElection:
+    """kube-scheduler's `leaderElection` (LeaderElectionConfiguration), with
+    Troupe's Lease name. Durations in seconds."""
+
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = "troupe-scheduler"
+    resource_namespace: str = "kube-system"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """kube-scheduler's `clientConnection`: the kubeconfig ("" = in-cluster,
+    then the default kubeconfig) and the API request budget."""
+
+    kubeconfig: str = ""
+    qps: float = 50.0
+    burst: int = 100
+
+
+@dataclass(frozen=True, slots=True)
 class ProfileConfig:
     """One profile: per extension point (every key of EXTENSION_POINTS), the
     enabled plugins in the order they run, with score weights and args."""
@@ -181,6 +207,8 @@ class SchedulerConfig:
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     troupe: TroupeSettings = field(default_factory=TroupeSettings)
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    client_connection: ClientConnection = field(default_factory=ClientConnection)
 
     def profile(self, scheduler_name: str) -> ProfileConfig | None:
         for p in self.profiles:
@@ -538,7 +566,6 @@ def _troupe(obj: object) -> TroupeSettings:
 
 # ---- the document -------------------------------------------------------------------------
 
-# kube-scheduler fields Troupe reads from its command line instead: checked, then ignored.
 LEADER_ELECTION_FIELDS: Final = (
     "leaderElect",
     "leaseDuration",
@@ -555,10 +582,9 @@ CLIENT_CONNECTION_FIELDS: Final = (
     "qps",
     "burst",
 )
+# kube-scheduler fields that have no effect in Troupe: checked, then ignored with a log line.
 IGNORED_FIELDS: Final = (
     "parallelism",
-    "leaderElection",
-    "clientConnection",
     "enableProfiling",
     "enableContentionProfiling",
     "delayCacheUntilActive",
@@ -572,22 +598,115 @@ TOP_LEVEL_FIELDS: Final = (
     "profiles",
     "extenders",
     "troupe",
+    "leaderElection",
+    "clientConnection",
     *IGNORED_FIELDS,
 )
+JSON_CONTENT_TYPES: Final = ("application/json", "*/*")
+_DURATION_UNITS: Final = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+
+
+def _duration(v: object, path: str) -> float:
+    """A Go duration as metav1.Duration reads it ("15s", "1m30s", "500ms"), in seconds."""
+    if not isinstance(v, str) or not v or len(v) > 64:
+        raise ConfigError(path, f'must be a duration such as "15s", got {_show(v)}')
+    text, total, pos = v, 0.0, 0
+    while pos < len(text):
+        m = _DURATION_PART.match(text, pos)
+        if m is None:
+            raise ConfigError(path, f'must be a duration such as "15s", got {_show(v)}')
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not math.isfinite(total) or total <= 0:
+        raise ConfigError(path, f"must be a positive duration, got {_show(v)}")
+    return total
+
+
+def _leader_election(v: object) -> LeaderElection:
+    m = _object(v, "leaderElection", LEADER_ELECTION_FIELDS)
+    d = LeaderElection()
+    path = "leaderElection."
+    lock = m.get("resourceLock")
+    if lock is not None and lock != "leases":
+        raise ConfigError(f"{path}resourceLock", f'only "leases" is supported, got {_show(lock)}')
+    out = LeaderElection(
+        leader_elect=d.leader_elect
+        if m.get("leaderElect") is None
+        else _bool(m["leaderElect"], f"{path}leaderElect"),
+        lease_duration=d.lease_duration
+        if m.get("leaseDuration") is None
+        else _duration(m["leaseDuration"], f"{path}leaseDuration"),
+        renew_deadline=d.renew_deadline
+        if m.get("renewDeadline") is None
+        else _duration(m["renewDeadline"], f"{path}renewDeadline"),
+        retry_period=d.retry_period
+        if m.get("retryPeriod") is None
+        else _duration(m["retryPeriod"], f"{path}retryPeriod"),
+        resource_name=d.resource_name
+        if m.get("resourceName") is None
+        else _name(m["resourceName"], f"{path}resourceName"),
+        resource_namespace=d.resource_namespace
+        if m.get("resourceNamespace") is None
+        else _name(m["resourceNamespace"], f"{path}resourceNamespace"),
+    )
+    # As client-go's leaderelection.NewLeaderElector.
+    if out.leader_elect and not out.lease_duration > out.renew_deadline:
+        raise ConfigError(f"{path}leaseDuration", "must be greater than renewDeadline")
+    if out.leader_elect and not out.renew_deadline > out.retry_period * 1.2:
+        raise ConfigError(f"{path}renewDeadline", "must be greater than retryPeriod*1.2")
+    return out
+
+
+def _client_connection(v: object) -> ClientConnection:
+    m = _object(v, "clientConnection", CLIENT_CONNECTION_FIELDS)
+    path = "clientConnection."
+    for key in ("contentType", "acceptContentTypes"):
+        ct = m.get(key)
+        if ct is None or ct == "":
+            continue
+        types = [t.strip() for t in ct.split(",")] if isinstance(ct, str) else [ct]
+        if any(t not in JSON_CONTENT_TYPES for t in types):
+            raise ConfigError(
+                f"{path}{key}", f"Troupe speaks JSON only (application/json), got {_show(ct)}"
+            )
+    kubeconfig = m.get("kubeconfig")
+    if kubeconfig is not None and not isinstance(kubeconfig, str):
+        raise ConfigError(f"{path}kubeconfig", f"must be a file path, got {_show(kubeconfig)}")
+    qps = m.get("qps")
+    if qps is not None and (
+        isinstance(qps, bool)
+        or not isinstance(qps, int | float)
+        or not math.isfinite(qps)
+        or qps <= 0
+    ):
+        raise ConfigError(f"{path}qps", f"must be a positive number, got {_show(qps)}")
+    burst = m.get("burst")
+    return ClientConnection(
+        kubeconfig=kubeconfig or "",
+        qps=50.0 if qps is None else float(qps),
+        burst=100 if burst is None else _int(burst, f"{path}burst", lo=1),
+    )
 
 
 def _check_ignored(m: Mapping[str, Any]) -> None:
     if m.get("parallelism") is not None:
         _int(m["parallelism"], "parallelism", lo=1)
-    _object(m.get("leaderElection"), "leaderElection", LEADER_ELECTION_FIELDS)
-    _object(m.get("clientConnection"), "clientConnection", CLIENT_CONNECTION_FIELDS)
     for key in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
         if m.get(key) is not None:
             _bool(m[key], key)
     present = [k for k in IGNORED_FIELDS if m.get(k) is not None]
     if present:
         log.warning(
-            "configuration: %s ignored: Troupe takes these from its command line",
+            "configuration: %s ignored: no effect in Troupe",
             ", ".join(present),
         )
 
@@ -643,6 +762,8 @@ def parse_config(
         pod_initial_backoff_seconds=float(initial),
         pod_max_backoff_seconds=float(maximum),
         troupe=_troupe(m.get("troupe")),
+        leader_election=_leader_election(m.get("leaderElection")),
+        client_connection=_client_connection(m.get("clientConnection")),
     )
 
 

@@ -1,11 +1,27 @@
 """The real ClusterClient: the only module that imports the kubernetes client.
 
-The client is synchronous, so every call runs in a bounded thread pool and the
-event loop never blocks. Calls are rate-limited (QPS with a burst, as client-go)
-and retried with exponential backoff on 429, 5xx and transport errors. A 409 on
-bind means the pod is already bound (BindConflict); a 404 means it is gone
-(NotFound). Bindings are read with `_preload_content=False`: a real API server
-answers a binding with a Status that the client cannot parse into a Binding.
+Credentials come from one place (`load_api_client`): in-cluster service
+account, else a kubeconfig. The same credentials serve the writes made here
+and kopf's watches (`credentials()` feeds the operator's login handler), so
+there is no second way in.
+
+The client is synchronous, so every call runs in a thread pool and the event
+loop never blocks. Traffic runs in three lanes, as kube-scheduler gives events
+and leader election their own clients: writes of the scheduling work (binds,
+conditions, PodGroup status), Events, and the Lease. Each lane has its own
+token bucket (QPS with a burst, as client-go) and its own threads, so Lease
+renewals never wait behind a backlog of binds. Every request has a timeout;
+429, 5xx and transport errors are retried with exponential backoff. Writes of
+scheduling work are *fenced*: right before a request leaves, `fence()` must
+say this replica still leads, else it fails with `NotLeader` (a leader that
+could not renew in time drops its queued binds instead of sending them late).
+
+A 409 on bind raises BindConflict (the scheduler then reads the pod to tell a
+bind by someone else from a re-created pod); a 404 raises NotFound. Bindings
+are read with `_preload_content=False`: a real API server answers a binding
+with a Status that the client cannot parse into a Binding. Other API errors
+become `ApiError`, whose text is the status and the server's message, not the
+response headers.
 """
 
 from __future__ import annotations
@@ -15,15 +31,19 @@ import concurrent.futures
 import datetime
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from scheduler.api.types import NodeName, PodKey
-from scheduler.cluster import BindConflict, NotFound
+from scheduler.cluster import BindConflict, NotFound, NotLeader
+from scheduler.events import Create, EventRecorder, ObjectRef
 from scheduler.leader import LeaseConflict, LeaseRecord
 
 log = logging.getLogger(__name__)
@@ -33,19 +53,99 @@ COMPONENT: Final = "troupe-scheduler"
 POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
 POD_GROUP_VERSION: Final = "v1alpha1"
 RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
+# (connect, read) seconds of every request but lists and the Lease's.
+DEFAULT_TIMEOUT: Final = (5.0, 30.0)
+LIST_TIMEOUT: Final = (5.0, 120.0)
+
+
+class ApiError(Exception):
+    """An API error without the response headers: `HTTP 500 (InternalError): msg`."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+
+
+def _api_error(e: k8s.ApiException) -> ApiError:
+    status = int(e.status or 0)
+    message = ""
+    try:
+        body = json.loads(e.body) if e.body else {}
+        if isinstance(body, dict):
+            message = str(body.get("message") or "")
+    except (ValueError, TypeError):
+        message = ""
+    reason = str(e.reason or "").strip()
+    text = (
+        f"HTTP {status}" + (f" ({reason})" if reason else "") + (f": {message}" if message else "")
+    )
+    return ApiError(status, text)
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """Where the API server is and how to authenticate (for kopf's login)."""
+
+    server: str
+    ca_path: str | None = None
+    insecure: bool = False
+    scheme: str | None = None
+    token: str | None = None
+    username: str | None = None
+    password: str | None = None
+    certificate_path: str | None = None
+    private_key_path: str | None = None
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s.Configuration:
+    """A kubeconfig file when given; else in-cluster credentials (service account
+    token and CA, KUBERNETES_SERVICE_HOST/PORT); else the default kubeconfig
+    ($KUBECONFIG or ~/.kube/config)."""
+    cfg = k8s.Configuration()
+    if kubeconfig is None:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            return cfg
+        except k8s_config.ConfigException:
+            pass
+    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
 
 
 def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
-    """In-cluster credentials, else the kubeconfig (file or default location)."""
-    if kubeconfig is None:
-        try:
-            k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
-            return k8s.ApiClient()
-        except k8s_config.ConfigException:
-            pass
-    cfg = k8s.Configuration()
-    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
-    return k8s.ApiClient(cfg)
+    return k8s.ApiClient(load_configuration(kubeconfig))
+
+
+def credentials_of(cfg: k8s.Configuration) -> Credentials:
+    """The credentials a Configuration holds now (a rotating service-account
+    token is re-read through the client's refresh hook)."""
+    hook = getattr(cfg, "refresh_api_key_hook", None)
+    if hook is not None:
+        hook(cfg)
+    header = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
+        "authorization"
+    )
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (
+        (None, None) if not parts else (None, parts[0]) if len(parts) == 1 else (parts[0], parts[1])
+    )
+    return Credentials(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        scheme=scheme,
+        token=token,
+        username=cfg.username or None,
+        password=cfg.password or None,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+    )
+
+
+def default_identity() -> str:
+    """This replica's name: the pod's (POD_NAME, set by the Deployment), else
+    hostname_pid, as kube-scheduler's hostname_uuid."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
 
 
 class TokenBucket:
@@ -71,6 +171,71 @@ class TokenBucket:
                 await asyncio.sleep((1 - self.tokens) / self.qps)
 
 
+class Lane:
+    """One stream of API traffic: its own threads, token bucket and timeout."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        qps: float,
+        burst: int,
+        workers: int,
+        timeout: tuple[float, float],
+        retries: int,
+        backoff: float,
+    ) -> None:
+        self.name = name
+        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
+        self.limiter = TokenBucket(qps, burst)
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+
+    async def call(
+        self,
+        what: str,
+        fn: Callable[[tuple[float, float]], T],
+        fence: Callable[[], bool] | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> T:
+        """Run `fn(timeout)` in this lane's threads, rate-limited, retrying
+        transient failures. With a `fence`, the request is not sent unless
+        `fence()` holds at the moment it would leave."""
+        t = timeout or self.timeout
+
+        def run() -> T:
+            if fence is not None and not fence():
+                raise NotLeader(f"{what}: not sent, this replica no longer leads")
+            return fn(t)
+
+        delay = self.backoff
+        loop = asyncio.get_running_loop()
+        for attempt in range(self.retries + 1):
+            await self.limiter.take()
+            try:
+                return await loop.run_in_executor(self.pool, run)
+            except k8s.ApiException as e:
+                if e.status not in RETRIABLE or attempt == self.retries:
+                    raise
+                log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
+            except (OSError, TimeoutError) as e:
+                if attempt == self.retries:
+                    raise
+                log.warning("%s: %s, retrying in %.1fs", what, e, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _any(body: Mapping[str, Any]) -> Any:
+    """A plain dict where the client's stubs want a model: it serializes both."""
+    return dict(body)
+
+
 def _split(key: str) -> tuple[str, str]:
     ns, _, name = key.partition("/")
     return ns, name
@@ -92,34 +257,52 @@ class KubeClient:
         workers: int = 8,
         retries: int = 5,
         backoff: float = 0.2,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        identity: str | None = None,
     ) -> None:
         self.api = api
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
-        self.coordination = k8s.CoordinationV1Api(api)
-        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="kube")
-        self.limiter = TokenBucket(qps, burst)
+        self.writes = Lane(
+            "kube",
+            qps=qps,
+            burst=burst,
+            workers=workers,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+        )
+        self.event_lane = Lane(
+            "kube-events",
+            qps=qps,
+            burst=burst,
+            workers=2,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+        )
         self.retries = retries
         self.backoff = backoff
+        # Set by the operator: True while this replica may write scheduling work.
+        self.fence: Callable[[], bool] | None = None
+        self.recorder = EventRecorder(
+            COMPONENT,
+            f"{COMPONENT}-{identity or default_identity()}",
+            now=time.monotonic,
+            wall=time.time,
+        )
+        self.events_written = 0
+        self._leases: list[KubeLease] = []
 
-    async def call(self, what: str, fn: Callable[[], T]) -> T:
-        """Run a blocking call in the pool, rate-limited, retrying transient failures."""
-        delay = self.backoff
-        for attempt in range(self.retries + 1):
-            await self.limiter.take()
-            try:
-                return await asyncio.get_running_loop().run_in_executor(self.pool, fn)
-            except k8s.ApiException as e:
-                if e.status not in RETRIABLE or attempt == self.retries:
-                    raise
-                log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
-            except (OSError, TimeoutError) as e:
-                if attempt == self.retries:
-                    raise
-                log.warning("%s: %s, retrying in %.1fs", what, e, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
-        raise AssertionError("unreachable")
+    def credentials(self) -> Credentials:
+        return credentials_of(self.api.configuration)
+
+    async def call(self, what: str, fn: Callable[[tuple[float, float]], T]) -> T:
+        """A read on the writes lane (lists, gets), not fenced."""
+        return await self.writes.call(what, fn)
+
+    async def _write(self, what: str, fn: Callable[[tuple[float, float]], T]) -> T:
+        return await self.writes.call(what, fn, self.fence)
 
     # ---- ClusterClient -------------------------------------------------------------
 
@@ -132,60 +315,101 @@ class KubeClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self.call(
+            await self._write(
                 f"bind {pod}",
-                lambda: self.core.create_namespaced_pod_binding(
-                    name, ns, body, _preload_content=False
+                lambda t: self.core.create_namespaced_pod_binding(
+                    name, ns, body, _preload_content=False, _request_timeout=t
                 ),
             )
         except k8s.ApiException as e:
             if e.status == 409:
-                raise BindConflict(f"pod {pod} is already bound") from e
+                raise BindConflict(f"pod {pod}: {_api_error(e)}") from None
             if e.status == 404:
-                raise NotFound(pod) from e
-            raise
+                raise NotFound(pod) from None
+            raise _api_error(e) from None
+
+    async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
+        ns, name = _split(pod)
+        try:
+            resp: Any = await self.call(
+                f"get pod {pod}",
+                lambda t: self.core.read_namespaced_pod(
+                    name, ns, _preload_content=False, _request_timeout=t
+                ),
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise _api_error(e) from None
+        obj = json.loads(resp.data or b"{}")
+        return obj if isinstance(obj, dict) else None
 
     async def patch_pod_group_status(self, group: str, status: Mapping[str, Any]) -> None:
         ns, name = _split(group)
         try:
-            await self.call(
+            await self._write(
                 f"patch PodGroup {group} status",
-                lambda: self.custom.patch_namespaced_custom_object_status(
+                lambda t: self.custom.patch_namespaced_custom_object_status(
                     POD_GROUP_GROUP,
                     POD_GROUP_VERSION,
                     ns,
                     "podgroups",
                     name,
                     {"status": dict(status)},
+                    _request_timeout=t,
                 ),
             )
         except k8s.ApiException as e:
             if e.status == 404:
-                raise NotFound(group) from e
-            raise
+                raise NotFound(group) from None
+            raise _api_error(e) from None
 
-    async def record_event(self, pod: PodKey, event_type: str, reason: str, message: str) -> None:
-        ns, name = _split(pod)
-        now = _now_rfc3339()
-        body: Any = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            # client-go's recorder names events <object>.<unix nanos in hex>
-            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": ns},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns},
-            "reason": reason,
-            "message": message,
-            "type": event_type,
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        await self.call(
-            f"event for {pod}",
-            lambda: self.core.create_namespaced_event(ns, body, _preload_content=False),
-        )
+    async def record_event(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
+    ) -> None:
+        """Write an Event as client-go's recorder does (see scheduler/events.py):
+        a repeat patches the existing Event's count; bursts are dropped."""
+        if self.fence is not None and not self.fence():
+            return  # a standby or a former leader writes nothing
+        op = self.recorder.record(obj, event_type, reason, message, action)
+        if op is None:
+            return
+        if isinstance(op, Create):
+            await self._create_event(op)
+            return
+        try:
+            await self.event_lane.call(
+                f"event for {obj.namespace}/{obj.name}",
+                lambda t: self.core.patch_namespaced_event(
+                    op.name,
+                    op.namespace,
+                    dict(op.body),
+                    _preload_content=False,
+                    _request_timeout=t,
+                ),
+            )
+            self.events_written += 1
+        except k8s.ApiException as e:
+            self.recorder.forget(op.key)
+            if e.status != 404:
+                raise _api_error(e) from None
+            # The Event expired meanwhile (events have a TTL): create it anew.
+            again = self.recorder.record(obj, event_type, reason, message, action)
+            if isinstance(again, Create):
+                await self._create_event(again)
+
+    async def _create_event(self, op: Create) -> None:
+        try:
+            await self.event_lane.call(
+                f"event {op.body['metadata']['name']}",
+                lambda t: self.core.create_namespaced_event(
+                    op.namespace, _any(op.body), _preload_content=False, _request_timeout=t
+                ),
+            )
+            self.events_written += 1
+        except k8s.ApiException as e:
+            self.recorder.forget(op.key)
+            raise _api_error(e) from None
 
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         ns, name = _split(pod)
@@ -197,28 +421,56 @@ class KubeClient:
             "lastTransitionTime": _now_rfc3339(),
         }
         try:
-            await self.call(
+            await self._write(
                 f"condition of {pod}",
-                lambda: self.core.patch_namespaced_pod_status(
-                    name, ns, {"status": {"conditions": [cond]}}, _preload_content=False
+                lambda t: self.core.patch_namespaced_pod_status(
+                    name,
+                    ns,
+                    {"status": {"conditions": [cond]}},
+                    _preload_content=False,
+                    _request_timeout=t,
                 ),
             )
         except k8s.ApiException as e:
             if e.status != 404:
-                raise
+                raise _api_error(e) from None
 
-    def lease(self, namespace: str, name: str) -> KubeLease:
-        return KubeLease(self, namespace, name)
+    def lease(
+        self,
+        namespace: str,
+        name: str,
+        timeout: float = 5.0,
+    ) -> KubeLease:
+        """A LeaseClient with its own API connection, thread and budget, and a
+        short per-request timeout, so that renewals never wait behind writes."""
+        api = k8s.ApiClient(self.api.configuration)
+        lane = Lane(
+            "kube-lease",
+            qps=5.0,
+            burst=10,
+            workers=1,
+            timeout=(timeout, timeout),
+            retries=0,
+            backoff=self.backoff,
+        )
+        lease = KubeLease(api, lane, namespace, name)
+        self._leases.append(lease)
+        return lease
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.writes.close()
+        self.event_lane.close()
+        for lease in self._leases:
+            lease.lane.close()
 
 
 class KubeLease:
     """LeaseClient on a coordination.k8s.io/v1 Lease."""
 
-    def __init__(self, kube: KubeClient, namespace: str, name: str) -> None:
-        self.kube = kube
+    def __init__(self, api: k8s.ApiClient, lane: Lane, namespace: str, name: str) -> None:
+        self.api = api
+        self.coordination = k8s.CoordinationV1Api(api)
+        self.lane = lane
         self.namespace = namespace
         self.name = name
 
@@ -263,18 +515,19 @@ class KubeLease:
             },
         }
 
-    async def _call(self, what: str, fn: Callable[[], Any]) -> Mapping[str, Any]:
-        api = self.kube.coordination.api_client
-        obj: Mapping[str, Any] = await self.kube.call(
-            what, lambda: api.sanitize_for_serialization(fn())
+    async def _call(self, what: str, fn: Callable[[tuple[float, float]], Any]) -> Mapping[str, Any]:
+        obj: Mapping[str, Any] = await self.lane.call(
+            what,
+            lambda t: self.api.sanitize_for_serialization(fn(t)),  # type: ignore[no-untyped-call]
         )
         return obj
 
     async def get(self) -> LeaseRecord | None:
-        api = self.kube.coordination
+        api = self.coordination
         try:
             obj = await self._call(
-                "get lease", lambda: api.read_namespaced_lease(self.name, self.namespace)
+                "get lease",
+                lambda t: api.read_namespaced_lease(self.name, self.namespace, _request_timeout=t),
             )
         except k8s.ApiException as e:
             if e.status == 404:
@@ -283,11 +536,12 @@ class KubeLease:
         return self._record(obj)
 
     async def create(self, record: LeaseRecord) -> LeaseRecord:
-        api = self.kube.coordination
+        api = self.coordination
         body: Any = self._body(record)
         try:
             obj = await self._call(
-                "create lease", lambda: api.create_namespaced_lease(self.namespace, body)
+                "create lease",
+                lambda t: api.create_namespaced_lease(self.namespace, body, _request_timeout=t),
             )
         except k8s.ApiException as e:
             if e.status == 409:
@@ -298,12 +552,14 @@ class KubeLease:
     async def update(self, record: LeaseRecord) -> LeaseRecord:
         """A merge patch carrying metadata.resourceVersion: the API server applies it
         only if the Lease has not changed since it was read (else 409)."""
-        api = self.kube.coordination
+        api = self.coordination
         body: Any = self._body(record)
         try:
             obj = await self._call(
                 "update lease",
-                lambda: api.patch_namespaced_lease(self.name, self.namespace, body),
+                lambda t: api.patch_namespaced_lease(
+                    self.name, self.namespace, body, _request_timeout=t
+                ),
             )
         except k8s.ApiException as e:
             if e.status == 409:
@@ -326,12 +582,15 @@ WATCHED: Final = {
 }
 
 
-def _lister(kube: KubeClient, kind: str) -> Callable[[], Any]:
+def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]:
     core, apps = kube.core, k8s.AppsV1Api(kube.api)
-    raw: dict[str, Any] = {"_preload_content": False}
     if kind == "PodGroup":
-        return lambda: kube.custom.list_cluster_custom_object(
-            POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups", **raw
+        return lambda t: kube.custom.list_cluster_custom_object(
+            POD_GROUP_GROUP,
+            POD_GROUP_VERSION,
+            "podgroups",
+            _preload_content=False,
+            _request_timeout=LIST_TIMEOUT,
         )
     fns: dict[str, Callable[..., Any]] = {
         "Node": core.list_node,
@@ -344,7 +603,7 @@ def _lister(kube: KubeClient, kind: str) -> Callable[[], Any]:
         "StatefulSet": apps.list_stateful_set_for_all_namespaces,
     }
     fn = fns[kind]
-    return lambda: fn(**raw)
+    return lambda t: fn(_preload_content=False, _request_timeout=LIST_TIMEOUT)
 
 
 async def list_objects(kube: KubeClient, kind: str) -> list[dict[str, Any]]:
@@ -357,7 +616,7 @@ async def list_objects(kube: KubeClient, kind: str) -> list[dict[str, Any]]:
         if e.status == 404:  # e.g. the PodGroup CRD is not installed
             log.warning("cannot list %s: %s", plural, e.reason)
             return []
-        raise
+        raise _api_error(e) from None
     data = json.loads(resp.data or b"{}")
     out = []
     for item in data.get("items") or []:

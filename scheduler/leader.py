@@ -113,10 +113,29 @@ class LeaderElector:
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
         self.is_leader = False
+        # Until when this replica may act as the leader: the start of its last
+        # successful acquire/renew plus renewDeadline. Other replicas wait
+        # leaseDuration (> renewDeadline) from the renewTime we wrote, so a
+        # replica that respects this fence never acts while another leads.
+        self.leading_until = 0.0
+        self.renewals: list[float] = []  # when each successful renewal started
         self._observed: LeaseRecord | None = None
+
+    def leading(self) -> bool:
+        """True while this replica holds the Lease and renewed it in time (the
+        fence writes of scheduling work are checked against)."""
+        return self.is_leader and self.clock.now() < self.leading_until
 
     async def try_acquire_or_renew(self) -> bool:
         now = self.clock.now()
+        ok = await self._try_acquire_or_renew(now)
+        if ok:
+            self.leading_until = now + self.renew_deadline
+            if len(self.renewals) < 100_000:
+                self.renewals.append(now)
+        return ok
+
+    async def _try_acquire_or_renew(self, now: float) -> bool:
         try:
             cur = await self.client.get()
             if cur is None:
@@ -163,7 +182,7 @@ class LeaderElector:
                 await self.clock.sleep(self.retry_period)
                 if await self.try_acquire_or_renew():
                     last_renew = self.clock.now()
-                elif self.clock.now() - last_renew >= self.renew_deadline:
+                elif self.clock.now() - last_renew >= self.renew_deadline or not self.leading():
                     break
             log.warning("%s lost the lease: stopping", self.identity)
         except asyncio.CancelledError:
@@ -173,6 +192,7 @@ class LeaderElector:
         finally:
             if self.is_leader:
                 self.is_leader = False
+                self.leading_until = 0.0
                 await _maybe_await(on_stopped())
 
     async def release(self) -> None:

@@ -2,29 +2,35 @@
 
 The only module that imports kopf. kopf runs in its own thread and event loop
 (kopf cancels tasks it did not create once it runs, and its watchers must not
-share a loop with the scheduling cycle); its raw event handlers copy each
-object and hand it to the scheduler's loop with `call_soon_threadsafe`. No
-progress annotations or finalizers are put on objects we do not own: only
+share a loop with the scheduling cycle); its raw event handlers hand each
+object to the scheduler's loop with `call_soon_threadsafe`. No progress
+annotations or finalizers are put on objects we do not own: only
 `@kopf.on.event` handlers, with posting and CRD scanning turned off. The same
 object may arrive several times (list, watch, re-list): the scheduler's
 handlers are idempotent upserts.
 
-`run()` is what `troupe run` does: the initial lists go into the cache before
-any scheduling (as kube-scheduler waits for its informers), the metrics and
-health endpoints come up, and the scheduling loop runs while this replica
-holds the Lease; a replica that loses it stops scheduling at once and exits,
-and the next leader rebuilds its state from the API alone.
+kopf logs in with the credentials the kubernetes client loaded (`troupe run
+--kubeconfig`, `clientConnection.kubeconfig`, or the in-cluster service
+account): one way in for the watches and the writes.
+
+`run()` is what `troupe run` does. Every replica watches, lists every kind into
+its cache and then answers /readyz 200, leader or not (as kube-scheduler's
+standbys do). Leader election runs in a thread of its own, with its own API
+connection, so scheduling work cannot delay a renewal. Only the leader
+schedules and writes: the scheduling-work writes are fenced by
+`LeaderElector.leading()` (a leader that could not renew within renewDeadline
+sends nothing more), and a replica that loses the Lease stops at once and exits
+(1), as kube-scheduler does; the next leader rebuilds its state from the API.
+With `leaderElection.leaderElect: false` there is no Lease and the replica
+schedules once its caches are synced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import logging
-import os
 import signal
-import socket
 import threading
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -33,7 +39,7 @@ import kopf
 
 from scheduler.clock import RealClock
 from scheduler.config import SchedulerConfig
-from scheduler.kube import WATCHED, KubeClient, list_objects
+from scheduler.kube import WATCHED, Credentials, KubeClient, default_identity, list_objects
 from scheduler.leader import LeaderElector
 from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
@@ -58,13 +64,28 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
     }
 
 
+def connection_info(c: Credentials) -> kopf.ConnectionInfo:
+    return kopf.ConnectionInfo(
+        server=c.server,
+        ca_path=c.ca_path,
+        insecure=c.insecure,
+        scheme=c.scheme,
+        token=c.token,
+        username=c.username,
+        password=c.password,
+        certificate_path=c.certificate_path,
+        private_key_path=c.private_key_path,
+    )
+
+
 def build_registry(
     scheduler: Scheduler,
     loop: asyncio.AbstractEventLoop,
-    server: str | None = None,
+    credentials: Callable[[], Credentials],
     kinds: Collection[str] = tuple(WATCHED),
 ) -> kopf.OperatorRegistry:
-    """kopf handlers that forward every event of the watched kinds to `loop`."""
+    """kopf handlers that log in with `credentials()` and forward every event of
+    the watched kinds to `loop`."""
     registry = kopf.OperatorRegistry()
     handlers = handlers_of(scheduler)
 
@@ -73,25 +94,30 @@ def build_registry(
         settings.posting.enabled = False
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 10
+        settings.networking.request_timeout = 60
         settings.networking.error_backoffs = [1, 2, 5, 10]
+        # kopf logs a line per handled event at INFO; at thousands of pods that
+        # line alone costs more than scheduling. Its warnings and errors remain.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
-    if server is not None:
-
-        @kopf.on.login(registry=registry)
-        def login(**_: Any) -> kopf.ConnectionInfo:
-            return kopf.ConnectionInfo(server=server, insecure=True)
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(credentials())
 
     for kind in kinds:
         group, version, plural = WATCHED[kind]
         handler = handlers[kind]
 
         def make(kind: str, handler: Handler) -> Callable[..., Any]:
-            async def on_event(event: Mapping[str, Any], body: Any, **_: Any) -> None:
-                try:
-                    obj = copy.deepcopy(dict(body))
-                except Exception:
-                    log.exception("malformed %s event skipped", kind)
+            async def on_event(event: Mapping[str, Any], **_: Any) -> None:
+                obj = event.get("object")
+                if not isinstance(obj, dict):
+                    log.warning("malformed %s event skipped", kind)
                     return
+                # kopf neither keeps nor changes the raw event after its
+                # handlers ran: the scheduler may hold it without a copy.
                 obj.setdefault("kind", kind)
                 deleted = event.get("type") == "DELETED"
                 loop.call_soon_threadsafe(_safely, handler, obj, deleted, kind)
@@ -171,72 +197,153 @@ async def initial_sync(
     return n
 
 
+class ElectorThread:
+    """The LeaderElector in its own thread and event loop. Its callbacks run on
+    the scheduler's loop."""
+
+    def __init__(
+        self,
+        elector: LeaderElector,
+        loop: asyncio.AbstractEventLoop,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+    ) -> None:
+        self.elector = elector
+        self.main_loop = loop
+        self.on_started = on_started
+        self.on_stopped = on_stopped
+        self.thread = threading.Thread(target=self._main, name="leader-election", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready = threading.Event()
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.current_task()
+            self._ready.set()
+            await self.elector.run(
+                lambda: self._post(self.on_started), lambda: self._post(self.on_stopped)
+            )
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("leader election failed")
+            self._post(self.on_stopped)
+        finally:
+            self._ready.set()
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the main loop is closed
+            self.main_loop.call_soon_threadsafe(fn)
+
+    def start(self) -> None:
+        self.thread.start()
+        self._ready.wait(10)
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Cancel the election (releasing the Lease if held) and wait for it."""
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+        await asyncio.get_running_loop().run_in_executor(None, self.thread.join, timeout)
+
+
 async def run(
     config: SchedulerConfig,
     kube: KubeClient,
     *,
     metrics_host: str = "0.0.0.0",
     metrics_port: int | None = None,
-    lease_namespace: str = "kube-system",
-    lease_name: str = "troupe-scheduler",
     identity: str | None = None,
-    server: str | None = None,
     stop: asyncio.Event | None = None,
     kinds: Collection[str] = tuple(WATCHED),
-    lease_timings: tuple[float, float, float] = (15.0, 10.0, 2.0),
     on_scheduler: Callable[[Scheduler], None] | None = None,
 ) -> int:
-    """Run the scheduler in a cluster until stopped (0) or the lease is lost (1).
+    """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
 
-    `lease_timings` are (leaseDuration, renewDeadline, retryPeriod) seconds."""
+    Leader election, its Lease and timings come from `config.leader_election`."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(sig, stop.set)
+    le = config.leader_election
+    identity = identity or default_identity()
     metrics = Metrics()
     scheduler = Scheduler(config, kube, RealClock(), metrics=metrics)
     if on_scheduler is not None:  # benchmarks instrument it
         on_scheduler(scheduler)
-    synced = False
+    elector: LeaderElector | None = None
+    if le.leader_elect:
+        elector = LeaderElector(
+            kube.lease(le.resource_namespace, le.resource_name, timeout=le.renew_deadline / 2),
+            identity,
+            RealClock(),
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+        )
+        # Until this replica leads, it writes nothing.
+        kube.fence = elector.leading
+        scheduler.writes_enabled = False
+    synced = asyncio.Event()
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
-    close_metrics = await metrics.serve(metrics_host, port, lambda: synced) if port else None
-    kopf_thread = KopfThread(build_registry(scheduler, loop, server, kinds))
+    close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
+    kopf_thread = KopfThread(build_registry(scheduler, loop, kube.credentials, kinds))
     kopf_thread.start()
-    identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
-    duration, deadline, retry = lease_timings
-    elector = LeaderElector(
-        kube.lease(lease_namespace, lease_name),
-        identity,
-        RealClock(),
-        lease_duration=duration,
-        renew_deadline=deadline,
-        retry_period=retry,
-    )
     lost = False
     scheduling: asyncio.Task[None] | None = None
 
-    async def started() -> None:
-        nonlocal synced, scheduling
+    async def sync() -> None:
         count = await initial_sync(kube, scheduler, kinds)
-        synced = True
-        log.info("%s leads: %d objects in the cache; scheduling", identity, count)
-        scheduling = asyncio.create_task(scheduler.run(stop))
+        synced.set()
+        log.info("%s: caches synced, %d objects", identity, count)
+
+    async def schedule() -> None:
+        nonlocal scheduling
+        await synced.wait()
+        if stop.is_set():
+            return
+        scheduler.enable_writes()
+        log.info("%s leads: scheduling", identity)
+        scheduling = asyncio.current_task()
+        await scheduler.run(stop)
+
+    def started() -> None:
+        if not stop.is_set():
+            tasks.append(asyncio.create_task(schedule()))
 
     def stopped() -> None:
         nonlocal lost
         if not stop.is_set():
+            log.error("%s lost the Lease: stopping", identity)
             lost = True
             stop.set()
 
-    election = asyncio.create_task(elector.run(started, stopped))
+    tasks: list[asyncio.Task[None]] = [asyncio.create_task(sync())]
+    election: ElectorThread | None = None
+    if elector is not None:
+        election = ElectorThread(elector, loop, started, stopped)
+        election.start()
+    else:
+        started()
     try:
         await stop.wait()
     finally:
-        election.cancel()
-        await asyncio.gather(election, return_exceptions=True)
-        if scheduling is not None:
-            await asyncio.gather(scheduling, return_exceptions=True)
+        if election is not None:
+            await election.stop()
+        for t in tasks:
+            if t is not scheduling:
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await scheduler.shutdown()
         kopf_thread.stop()
         kube.close()

@@ -24,7 +24,7 @@ import logging
 import random
 import time
 from collections.abc import Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -47,8 +47,9 @@ from scheduler.api.types import (
 )
 from scheduler.cache import Cache
 from scheduler.clock import Clock
-from scheduler.cluster import ALREADY_BOUND, ClusterClient
+from scheduler.cluster import BIND_CONFLICT, ClusterClient
 from scheduler.config import SchedulerConfig
+from scheduler.events import ObjectRef
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
@@ -64,7 +65,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
 from scheduler.plugins.registry import IN_TREE
-from scheduler.queue import FifoFallback, SchedulingQueue
+from scheduler.queue import FifoFallback, SchedulingQueue, pod_updated
 from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,15 @@ class Scheduler:
         self.group_failures = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup: asyncio.Event | None = None
+        # Writes to the cluster outside the scheduling and binding cycles (reports
+        # on malformed objects) are made only while `writes_enabled`: a standby
+        # replica watches and keeps its cache warm, but writes nothing. Reports
+        # held back meanwhile are written by `enable_writes()`.
+        self.writes_enabled = True
+        self._held_reports: dict[str, tuple[ObjectRef, str]] = {}
+        # The last report written per object key, so that a report is written
+        # once per change, not once per watch event.
+        self._reported: dict[str, tuple[str, str]] = {}
 
     # ---- intake: cluster events --------------------------------------------------
 
@@ -292,9 +302,16 @@ class Scheduler:
     def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pod = parse_pod(obj, self.priority_classes, self.milli)
         if isinstance(pod, InvalidObject):
-            self._report_invalid(pod)
+            if deleted:
+                self.invalid.pop(pod.key, None)
+                self._reported.pop(pod.key, None)
+                self._held_reports.pop(pod.key, None)
+            else:
+                self._report_invalid(pod, obj)
             return
         self.invalid.pop(pod.key, None)
+        if deleted:
+            self._reported.pop(pod.key, None)
         key = pod.key
         if deleted:
             self._on_pod_deleted(pod)
@@ -318,7 +335,12 @@ class Scheduler:
             self.metrics.queue_incoming.labels(where, "PodAdd").inc()
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
         else:
+            changed = pod_updated(old.pod, pod)
             self.queue.update(old.pod, pod)
+            if not changed:
+                # Only status or bookkeeping changed (our own PodScheduled condition
+                # coming back, a re-list): kube-scheduler ignores such updates.
+                return
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
         self._notify()
 
@@ -370,15 +392,48 @@ class Scheduler:
         else:
             self.cache.update_pod_group(pg)
             action = ActionType.UPDATE
+            if replace(old, status=pg.status) == pg:
+                return  # only the status changed (our own patch coming back)
         self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
 
-    def _report_invalid(self, bad: InvalidObject) -> None:
-        log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
+    def _report_invalid(self, bad: InvalidObject, obj: Mapping[str, Any] | None = None) -> None:
+        """Log a malformed object once per change and, for a pod that is ours,
+        report it on the pod (FailedScheduling event and PodScheduled condition)."""
+        if bad.kind != "Pod":
+            if self.invalid.get(bad.key) != bad:
+                log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
+            self.invalid[bad.key] = bad
+            return
+        raw: Mapping[str, Any] = obj if isinstance(obj, Mapping) else {}
+        spec = _mapping(raw.get("spec"))
+        if spec.get("schedulerName", "default-scheduler") not in self.profiles:
+            return  # not ours: another scheduler reports it
+        if spec.get("nodeName"):
+            return  # already bound: nothing for a scheduler to say
+        key = PodKey(bad.key)
+        if self.invalid.get(bad.key) != bad:
+            log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
         self.invalid[bad.key] = bad
-        if bad.kind == "Pod":
-            self.last_failure[PodKey(bad.key)] = bad.message
-            self._spawn(self._report_failure(PodKey(bad.key), bad.message))
+        self.last_failure[key] = bad.message
+        ref = _ref_of(raw, "Pod", bad.namespace, bad.name)
+        if self._reported.get(key) == (ref.uid, bad.message):
+            return  # said already for this pod and this problem
+        if not self.writes_enabled:
+            self._held_reports[key] = (ref, bad.message)
+            return
+        self._reported[key] = (ref.uid, bad.message)
+        self._spawn(self._report_failure(ref, bad.message, _condition_of(raw)))
+
+    def enable_writes(self) -> None:
+        """This replica leads now: write what was held back while standing by."""
+        self.writes_enabled = True
+        held, self._held_reports = self._held_reports, {}
+        for key, (ref, message) in held.items():
+            if self.invalid.get(key) is None:
+                continue  # fixed or deleted meanwhile
+            self._reported[key] = (ref.uid, message)
+            self._spawn(self._report_failure(ref, message, None))
 
     # ---- the scheduling cycle ------------------------------------------------------
 
@@ -699,14 +754,28 @@ class Scheduler:
             qpi.pending_plugins = pending
             self.queue.add_unschedulable(qpi, self.cycle)
         self.queue.done(pod.key)
-        self._spawn(self._report_failure(pod.key, message))
+        self._spawn(self._report_failure(_pod_ref(pod), message, _condition_of(pod.raw)))
 
-    async def _report_failure(self, key: PodKey, message: str) -> None:
+    async def _report_failure(
+        self, ref: ObjectRef, message: str, current: Mapping[str, Any] | None
+    ) -> None:
+        """FailedScheduling event (the recorder aggregates repeats) and the
+        PodScheduled condition, patched only when it changes (as kube-scheduler's
+        updatePod)."""
+        key = PodKey(f"{ref.namespace}/{ref.name}")
         try:
-            await self.client.record_event(key, "Warning", "FailedScheduling", message)
-            await self.client.set_pod_condition(key, "False", "Unschedulable", message)
-        except Exception:
-            log.exception("could not report scheduling failure of %s", key)
+            await self.client.record_event(
+                ref, "Warning", "FailedScheduling", message, "Scheduling"
+            )
+            if not (
+                current is not None
+                and current.get("status") == "False"
+                and current.get("reason") == "Unschedulable"
+                and current.get("message") == message
+            ):
+                await self.client.set_pod_condition(key, "False", "Unschedulable", message)
+        except Exception as e:
+            log.warning("could not report the scheduling failure of %s: %s", key, e)
 
     # ---- the binding cycle ---------------------------------------------------------
 
@@ -726,7 +795,10 @@ class Scheduler:
         if st.is_success:
             st = await profile.run_bind(state, pod, node)
         if not st.is_success:
-            self._binding_failed(profile, state, qpi, node, st)
+            bound_elsewhere = st.message.startswith(BIND_CONFLICT) and await self._bound_by_someone(
+                pod
+            )
+            self._binding_failed(profile, state, qpi, node, st, bound_elsewhere)
             return
         self.cache.finish_binding(pod.key)
         self._scheduled += 1
@@ -739,24 +811,47 @@ class Scheduler:
         self.queue.done(pod.key)
         try:
             await self.client.record_event(
-                pod.key,
+                _pod_ref(pod),
                 "Normal",
                 "Scheduled",
                 f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+                "Binding",
             )
-        except Exception:
-            log.exception("could not record the Scheduled event of %s", pod.key)
+        except Exception as e:
+            log.warning("could not record the Scheduled event of %s: %s", pod.key, e)
         await profile.run_post_bind(state, pod, node)
 
+    async def _bound_by_someone(self, pod: Pod) -> bool:
+        """After a 409 on bind: is this very pod (same uid) bound now? A 409 is
+        also what a pod deleted and re-created under the same name gets (the
+        binding's UID precondition fails); that pod must be scheduled, not
+        forgotten. When the pod cannot be read, assume it is not bound: it is
+        requeued, and the watch removes it from the queue if it is."""
+        try:
+            cur = await self.client.read_pod(pod.key)
+        except Exception as e:
+            log.warning("could not read %s after a bind conflict: %s", pod.key, e)
+            return False
+        if cur is None:
+            return False
+        md, spec = _mapping(cur.get("metadata")), _mapping(cur.get("spec"))
+        return bool(spec.get("nodeName")) and (not pod.uid or md.get("uid") == pod.uid)
+
     def _binding_failed(
-        self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName, st: Status
+        self,
+        profile: Profile,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        node: NodeName,
+        st: Status,
+        bound_elsewhere: bool = False,
     ) -> None:
         pod = qpi.pod
         self._bind_failures += 1
         profile.run_unreserve(state, pod, node)
         self.cache.forget_pod(pod.key)
         self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
-        if st.message.startswith(ALREADY_BOUND):
+        if bound_elsewhere:
             log.info("pod %s was bound by someone else; forgetting it", pod.key)
             self.queue.done(pod.key)
             return
@@ -906,3 +1001,36 @@ def _pod_update_action(old: Pod, new: Pod) -> ActionType:
     if not action and old.raw is not new.raw:
         action |= ActionType.UPDATE_OTHER
     return action
+
+
+def _mapping(v: Any) -> Mapping[str, Any]:
+    return v if isinstance(v, Mapping) else {}
+
+
+def _ref_of(obj: Mapping[str, Any], kind: str, namespace: str, name: str) -> ObjectRef:
+    md = _mapping(obj.get("metadata"))
+    uid, rv = md.get("uid"), md.get("resourceVersion")
+    return ObjectRef(
+        kind,
+        namespace,
+        name,
+        uid if isinstance(uid, str) else "",
+        "v1",
+        rv if isinstance(rv, str) else "",
+    )
+
+
+def _pod_ref(pod: Pod) -> ObjectRef:
+    return _ref_of(pod.raw, "Pod", pod.namespace, pod.name)
+
+
+def _condition_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod's current PodScheduled condition, if any."""
+    status = obj.get("status")
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conds, list):
+        return None
+    for c in conds:
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled":
+            return c
+    return None

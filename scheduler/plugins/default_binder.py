@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Self
 
-__all__ = ["ALREADY_BOUND", "DefaultBinder"]
+__all__ = ["BIND_CONFLICT", "DefaultBinder"]
 
 from scheduler.api.types import NodeName, Pod
-from scheduler.cluster import ALREADY_BOUND, BindConflict, NotFound
+from scheduler.cluster import BIND_CONFLICT, BindConflict, NotFound
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import BindPlugin
@@ -30,7 +30,7 @@ class DefaultBinder(BindPlugin):
         try:
             await self.handle.client.bind(pod.key, pod.uid, node)
         except BindConflict as e:
-            return Status(Code.ERROR, (f"{ALREADY_BOUND}: {e}",), self.NAME)
+            return Status(Code.ERROR, (f"{BIND_CONFLICT}: {e}",), self.NAME)
         except NotFound:
             return Status(Code.ERROR, (f"pod {pod.key} not found",), self.NAME)
         return SUCCESS

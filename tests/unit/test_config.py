@@ -16,7 +16,9 @@ import pytest
 
 from scheduler.config import (
     DEFAULT_SCHEDULER_NAME,
+    ClientConnection,
     ConfigError,
+    LeaderElection,
     SchedulerConfig,
     TroupeSettings,
     default_config,
@@ -498,15 +500,13 @@ def test_troupe_section() -> None:
     assert partial.troupe == TroupeSettings(fifo_failure_streak=3)
 
 
-def test_kube_scheduler_fields_troupe_takes_from_flags_are_checked_and_ignored(
+def test_kube_scheduler_fields_without_effect_are_checked_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="scheduler.config"):
         c = fake(
             cfg(
                 parallelism=16,
-                leaderElection={"leaderElect": True, "resourceName": "x"},
-                clientConnection={"qps": 50},
                 enableProfiling=False,
                 delayCacheUntilActive=True,
                 extenders=[],
@@ -514,9 +514,48 @@ def test_kube_scheduler_fields_troupe_takes_from_flags_are_checked_and_ignored(
         )
     assert c == default_config(FAKE, FAKE_DEFAULTS)
     assert caplog.messages == [
-        "configuration: parallelism, leaderElection, clientConnection, enableProfiling, "
-        "delayCacheUntilActive ignored: Troupe takes these from its command line"
+        "configuration: parallelism, enableProfiling, delayCacheUntilActive ignored: "
+        "no effect in Troupe"
     ]
+
+
+def test_leader_election_and_client_connection_are_honored() -> None:
+    c = fake(
+        cfg(
+            leaderElection={
+                "leaderElect": False,
+                "leaseDuration": "30s",
+                "renewDeadline": "20s",
+                "retryPeriod": "500ms",
+                "resourceLock": "leases",
+                "resourceName": "my-scheduler",
+                "resourceNamespace": "sched",
+            },
+            clientConnection={
+                "kubeconfig": "/etc/kube/config",
+                "qps": 200,
+                "burst": 400,
+                "contentType": "application/json",
+                "acceptContentTypes": "application/json",
+            },
+        )
+    )
+    assert c.leader_election == LeaderElection(
+        leader_elect=False,
+        lease_duration=30.0,
+        renew_deadline=20.0,
+        retry_period=0.5,
+        resource_name="my-scheduler",
+        resource_namespace="sched",
+    )
+    assert c.client_connection == ClientConnection("/etc/kube/config", 200.0, 400)
+    assert fake(cfg()).leader_election == LeaderElection()
+    assert (
+        fake(
+            cfg(leaderElection={"leaseDuration": "1h2m3s", "renewDeadline": "1m"})
+        ).leader_election.lease_duration
+        == 3723.0
+    )
 
 
 # ---- errors ------------------------------------------------------------------------------
@@ -547,6 +586,47 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
         "leader-election-field",
         cfg(leaderElection={"leaseDurationSeconds": 15}),
         'leaderElection.leaseDurationSeconds: unknown field (did you mean "leaseDuration"?)',
+    ),
+    (
+        "leader-election-duration",
+        cfg(leaderElection={"leaseDuration": 15}),
+        'leaderElection.leaseDuration: must be a duration such as "15s", got 15',
+    ),
+    (
+        "leader-election-duration-text",
+        cfg(leaderElection={"retryPeriod": "2 s"}),
+        'leaderElection.retryPeriod: must be a duration such as "15s", got "2 s"',
+    ),
+    (
+        "leader-election-order",
+        cfg(leaderElection={"leaseDuration": "10s", "renewDeadline": "10s"}),
+        "leaderElection.leaseDuration: must be greater than renewDeadline",
+    ),
+    (
+        "leader-election-retry",
+        cfg(leaderElection={"renewDeadline": "2s", "retryPeriod": "2s"}),
+        "leaderElection.renewDeadline: must be greater than retryPeriod*1.2",
+    ),
+    (
+        "leader-election-lock",
+        cfg(leaderElection={"resourceLock": "endpointsleases"}),
+        'leaderElection.resourceLock: only "leases" is supported, got "endpointsleases"',
+    ),
+    (
+        "client-connection-protobuf",
+        cfg(clientConnection={"contentType": "application/vnd.kubernetes.protobuf"}),
+        "clientConnection.contentType: Troupe speaks JSON only (application/json), got "
+        '"application/vnd.kubernetes.protobuf"',
+    ),
+    (
+        "client-connection-qps",
+        cfg(clientConnection={"qps": -1}),
+        "clientConnection.qps: must be a positive number, got -1",
+    ),
+    (
+        "client-connection-burst",
+        cfg(clientConnection={"burst": 0}),
+        "clientConnection.burst: must be >= 1, got 0",
     ),
     # global numbers
     (

@@ -82,3 +82,54 @@ def test_timings_are_validated() -> None:
         LeaderElector(
             InMemoryLeases().view(), "x", VirtualClock(), lease_duration=5, renew_deadline=10
         )
+
+
+async def test_issue14_two_leaders_never_act_at_once_with_a_hung_api() -> None:
+    """#14.3: when renewals hang (the API answers nobody, or only the leader's
+    calls are stuck), `leading()` turns False within renewDeadline of the last
+    successful renewal, before any other replica may take over (leaseDuration)."""
+    clock = VirtualClock(start=1000.0)
+    leases = InMemoryLeases()
+    views = {name: leases.view() for name in ("a", "b")}
+    electors = {n: LeaderElector(v, n, clock) for n, v in views.items()}
+    hang = asyncio.Event()
+
+    class Hung:
+        """A LeaseClient whose calls never return while `hang` is unset."""
+
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+            self.hung = False
+
+        def __getattr__(self, name: str) -> object:
+            fn = getattr(self.inner, name)
+
+            async def call(*a: object) -> object:
+                if self.hung:
+                    await hang.wait()
+                return await fn(*a)
+
+            return call
+
+    hung = Hung(views["a"])
+    electors["a"] = LeaderElector(hung, "a", clock)  # type: ignore[arg-type]
+    tasks = [asyncio.create_task(e.run(lambda: None, lambda: None)) for e in electors.values()]
+    await step(clock, 3)
+    assert electors["a"].leading() and not electors["b"].leading()
+    last_renewal = electors["a"].renewals[-1]
+    hung.hung = True
+    timeline: list[tuple[float, bool, bool]] = []
+    end = clock.now() + 30
+    while clock.now() < end:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        timeline.append((clock.now(), electors["a"].leading(), electors["b"].leading()))
+        clock.advance_by(0.25)
+    assert not any(a and b for _, a, b in timeline), "two leaders at once"
+    a_until = max(t for t, a, _ in timeline if a)
+    assert a_until < last_renewal + electors["a"].renew_deadline
+    assert any(b for _, _, b in timeline)  # b took over once the lease expired
+    hang.set()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

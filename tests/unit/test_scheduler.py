@@ -82,17 +82,45 @@ def test_search_rotates_from_where_the_last_cycle_stopped() -> None:
     assert asyncio.run(go()) == [0, 100, 0, 100]
 
 
-def test_bind_conflict_forgets_the_pod() -> None:
+def test_bind_conflict_forgets_a_pod_bound_by_someone_else() -> None:
     s, cluster = make(2)
 
     async def go() -> None:
         key = add_pod(s, cluster, "p")
         cluster.fail_binds[key] = [BindConflict("already assigned")]
+        # Someone else bound this very pod (same uid) meanwhile.
+        cluster.pods[key]["spec"]["nodeName"] = "n001"
         s.schedule_one()
         await s.settle()
         assert s.cache.pod(key) is None and not s.cache.is_assumed(key)
         assert key not in s.queue
         assert s.statistics().bind_failures == 1
+
+    asyncio.run(go())
+
+
+def test_issue14_bind_conflict_on_a_recreated_pod_requeues_it() -> None:
+    """#14.4: a 409 is not proof that the pod is bound. A pod deleted and
+    re-created under the same name (new uid) fails the binding's UID
+    precondition; it must be scheduled, not forgotten."""
+    s, cluster = make(2)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p")
+        cluster.fail_binds[key] = [BindConflict("Precondition failed: UID in precondition")]
+        recreated = make_pod("p").req(cpu="100m").obj()
+        recreated["metadata"]["uid"] = "uid-new"
+        cluster.pods[key] = recreated  # deleted and re-created: a new uid, unbound
+        s.schedule_one()
+        await s.settle()
+        assert key in s.queue  # requeued with backoff, not forgotten
+        assert s.statistics().bind_failures == 1
+        s.clock.advance_by(11)  # type: ignore[attr-defined]
+        s.queue.flush()
+        while s.schedule_one():
+            await s.settle()
+        assert cluster.pods[key]["spec"].get("nodeName")
+        assert key not in s.queue
 
     asyncio.run(go())
 

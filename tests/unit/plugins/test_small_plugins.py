@@ -11,7 +11,7 @@ from scheduler.cluster import BindConflict, InMemoryCluster
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import QueuedPodInfo
 from scheduler.framework.status import Code
-from scheduler.plugins.default_binder import ALREADY_BOUND, DefaultBinder
+from scheduler.plugins.default_binder import BIND_CONFLICT, DefaultBinder
 from scheduler.plugins.node_name import NodeName
 from scheduler.plugins.node_ports import NodePorts
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
@@ -129,10 +129,10 @@ async def test_default_binder() -> None:
     st = await binder.bind(CycleState(), pod, NodeNameT("n1"))
     assert st.is_success and cluster.pods[pod.key]["spec"]["nodeName"] == "n1"
     st = await binder.bind(CycleState(), pod, NodeNameT("n2"))
-    assert st.code is Code.ERROR and st.message.startswith(ALREADY_BOUND)
+    assert st.code is Code.ERROR and st.message.startswith(BIND_CONFLICT)
     cluster.fail_binds[pod.key] = [BindConflict("x")]
     st = await binder.bind(CycleState(), pod, NodeNameT("n2"))
-    assert st.message.startswith(ALREADY_BOUND)
+    assert st.message.startswith(BIND_CONFLICT)
 
 
 def test_plugins_without_arguments_refuse_them() -> None:
