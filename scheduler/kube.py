@@ -41,6 +41,7 @@ from typing import Any, Final, TypeVar
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from scheduler import __version__
 from scheduler.api.types import NodeName, PodKey
 from scheduler.cluster import BindConflict, NotFound, NotLeader
 from scheduler.events import Create, EventRecorder, ObjectRef
@@ -261,6 +262,10 @@ class KubeClient:
         identity: str | None = None,
     ) -> None:
         self.api = api
+        self.identity = identity or default_identity()
+        # As kube-scheduler's "kube-scheduler/v1.x (...)": the API server's audit
+        # log and our tests can tell which replica wrote what.
+        api.user_agent = f"{COMPONENT}/{__version__} ({self.identity})"
         self.core = k8s.CoreV1Api(api)
         self.custom = k8s.CustomObjectsApi(api)
         self.writes = Lane(
@@ -287,7 +292,7 @@ class KubeClient:
         self.fence: Callable[[], bool] | None = None
         self.recorder = EventRecorder(
             COMPONENT,
-            f"{COMPONENT}-{identity or default_identity()}",
+            f"{COMPONENT}-{self.identity}",
             now=time.monotonic,
             wall=time.time,
         )
@@ -444,6 +449,7 @@ class KubeClient:
         """A LeaseClient with its own API connection, thread and budget, and a
         short per-request timeout, so that renewals never wait behind writes."""
         api = k8s.ApiClient(self.api.configuration)
+        api.user_agent = f"{COMPONENT}/{__version__} ({self.identity}) leader-election"
         lane = Lane(
             "kube-lease",
             qps=5.0,
