@@ -126,6 +126,10 @@ BUILTIN: Final[tuple[Resource, ...]] = (
     _r("apps/v1", "deployments", "Deployment", True, ["deploy"], ["status"], ["all"]),
     _r("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False, ["pc"]),
     _r("coordination.k8s.io/v1", "leases", "Lease", True),
+    _r("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False),
+    _r("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    _r("rbac.authorization.k8s.io/v1", "roles", "Role", True),
+    _r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True),
     _r("events.k8s.io/v1", "events", "Event", True, ["ev"]),
     _r(
         "apiextensions.k8s.io/v1",

@@ -46,7 +46,7 @@ VERSION: Final = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-OPENAPI_V2_PB: Final = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+OPENAPI_V2_PB: Final = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
 Matcher = Callable[[web.Request], bool]
 
 
@@ -426,7 +426,7 @@ class ApiServer:
         # checks when a kind is missing from it: an empty document is enough.
         if parts == ["openapi", "v2"]:
             if "protobuf" in request.headers.get("Accept", ""):
-                return web.Response(body=b"", content_type=OPENAPI_V2_PB.split(";")[0])
+                return web.Response(body=b"", content_type=OPENAPI_V2_PB)
             doc = {"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.37.0"}}
             return _json(doc | {"paths": {}, "definitions": {}})
         raise _path_not_found(request.path)
@@ -715,6 +715,15 @@ def _selector(q: Mapping[str, str], res: Resource) -> Callable[[Mapping[str, Any
 
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
+    ctype = request.headers.get("Content-Type", "")
+    if "protobuf" in ctype or "cbor" in ctype:
+        # client-go then falls back to JSON for the rest of its requests.
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media types "
+            f'include: application/json, application/yaml (got "{ctype}")',
+        )
     if not raw:
         return {}
     try:
