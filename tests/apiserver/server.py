@@ -358,8 +358,9 @@ class ApiServer:
             return _json(e.status(), e.code)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        auth = request.headers.get("Authorization", "")
-        if self.token is not None and auth != f"Bearer {self.token}":
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        # As kube-apiserver's bearer-token authenticator: the scheme is case-insensitive.
+        if self.token is not None and (scheme.lower() != "bearer" or credential != self.token):
             raise ApiError(401, "Unauthorized", "Unauthorized")
         for h in list(self.hangs):
             if h.matches(request):

@@ -1,210 +1,277 @@
-"""The real operator (kopf in its thread) against the emulator over HTTP."""
+"""`troupe run` against the embedded API server, the way users run it.
+
+Each test starts `troupe run --kubeconfig F` (or in-cluster credentials) as a
+child process, creates objects through the API and asserts on what Troupe
+wrote: bindings, conditions, Events, PodGroup status, and who wrote them.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable
+import base64
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
-from kubernetes import client as k8s
 
-from scheduler import operator
-from scheduler.config import default_config
-from scheduler.kube import WATCHED, KubeClient
-from scheduler.plugins.registry import IN_TREE
+from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.integration.emulator import TroupeEmulator
-
-# kmock 0.8 cannot parse /api/v1/namespaces (the path of the namespaces resource
-# itself): its watch is left out here.
-KINDS = tuple(k for k in WATCHED if k != "Namespace")
+from tests.integration.troupe import Troupe, in_cluster_prelude, until
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[tuple[TroupeEmulator, str, Callable[[], KubeClient]]]:
-    async with TroupeEmulator() as emu, kmock.Server(emu) as srv:
-        url = str(srv.url).rstrip("/")
-
-        def client() -> KubeClient:
-            cfg = k8s.Configuration()
-            cfg.host = url
-            return KubeClient(k8s.ApiClient(cfg), backoff=0.05)
-
-        yield emu, url, client
+def api() -> Iterator[ApiServer]:
+    srv = ApiServer(podgroups=True)
+    with srv.start_in_thread():
+        yield srv
 
 
-async def post(emu: TroupeEmulator, path: str, obj: dict[str, Any]) -> None:
-    async with emu.post(path, json=obj) as resp:
-        assert resp.status < 300, await resp.text()
+@pytest.fixture
+def kubeconfig(api: ApiServer, tmp_path: Path) -> Path:
+    return api.write_kubeconfig(tmp_path / "kubeconfig")
 
 
-def pods(emu: TroupeEmulator) -> dict[str, Any]:
+def nodes(api: ApiServer, n: int, cpu: int = 2) -> None:
+    for i in range(n):
+        api.create(make_node(f"n{i}").capacity(cpu=cpu, memory="4Gi", pods=10).obj())
+
+
+def pod(api: ApiServer, name: str, cpu: str = "1", **kw: Any) -> dict[str, Any]:
+    obj = make_pod(name).req(cpu=cpu).obj()
+    obj["metadata"].pop("uid", None)  # the API server assigns it
+    obj["metadata"].pop("resourceVersion", None)
+    obj.update(kw)
+    return api.create(obj)
+
+
+def node_of(api: ApiServer, name: str, ns: str = "default") -> str | None:
+    p = api.get("pods", ns, name)
+    return None if p is None else (p.get("spec") or {}).get("nodeName")
+
+
+def bound(api: ApiServer) -> dict[str, str]:
     return {
-        n: o.raw for (r, _, n), o in emu._objects.items() if r.plural == "pods" and not o.deleted
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in api.objects("pods")
+        if (p.get("spec") or {}).get("nodeName")
     }
 
 
-async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
+def events_of(api: ApiServer, name: str) -> list[dict[str, Any]]:
+    return [e for e in api.objects("events") if e["involvedObject"]["name"] == name]
 
 
-def start(
-    url: str, client: Callable[[], KubeClient], stop: asyncio.Event, **kwargs: Any
-) -> asyncio.Task[int]:
-    """The operator as `troupe run` runs it, against the emulator."""
-    kwargs.setdefault("identity", "test")
-    return asyncio.create_task(
-        operator.run(
-            default_config(IN_TREE),
-            client(),
-            server=url,
-            metrics_port=0,
-            stop=stop,
-            kinds=KINDS,
-            **kwargs,
-        )
-    )
+def binds_by(api: ApiServer) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for w in api.writes:
+        if w.verb == "bind" and w.status < 300:
+            who = w.user_agent.split("(")[-1].rstrip(")")
+            out[who] = out.get(who, 0) + 1
+    return out
 
 
-async def test_pods_get_bound_through_pods_binding(
-    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    emu, url, client = cluster
-    for i in range(3):
-        await post(
-            emu, "/api/v1/nodes", make_node(f"n{i}").capacity(cpu=2, memory="4Gi", pods=10).obj()
-        )
+    nodes(api, 3)
     for i in range(4):
-        await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
-    await post(emu, "/api/v1/namespaces/default/pods", make_pod("huge").req(cpu="64").obj())
-    stop = asyncio.Event()
-    task = start(url, client, stop)
-    try:
-        await until(
-            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 4
-        )
-        await until(lambda: "conditions" in pods(emu)["huge"].get("status", {}))
-        cond = pods(emu)["huge"]["status"]["conditions"][0]
-        assert cond["reason"] == "Unschedulable"
+        pod(api, f"p{i}")
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        until(lambda: len(bound(api)) == 4, what="the pods present at start-up bound")
+        late = pod(api, "late")  # the first thing a user tries
+        until(lambda: node_of(api, "late"), what="a pod created after start-up bound")
+        huge = pod(api, "huge", cpu="64")
+        until(lambda: (api.get("pods", "default", "huge") or {}).get("status", {}).get("conditions"))
+        cond = api.get("pods", "default", "huge")["status"]["conditions"][0]  # type: ignore[index]
+        assert cond["type"] == "PodScheduled" and cond["reason"] == "Unschedulable"
         assert cond["message"] == "0/3 nodes are available: 3 Insufficient cpu."
-        assert emu.binds == 4
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
+        ev = until(lambda: events_of(api, "huge"), what="FailedScheduling event")[0]
+        assert ev["reason"] == "FailedScheduling" and ev["type"] == "Warning"
+        assert ev["involvedObject"]["uid"] == huge["metadata"]["uid"]
+        assert ev["involvedObject"]["apiVersion"] == "v1"
+        assert ev["involvedObject"]["resourceVersion"]
+        assert ev["reportingComponent"] == "troupe-scheduler"
+        assert ev["reportingInstance"] == "troupe-scheduler-troupe-0"
+        sched = until(lambda: [e for e in events_of(api, "late") if e["reason"] == "Scheduled"])
+        assert sched[0]["message"] == f"Successfully assigned default/late to {node_of(api, 'late')}"
+        assert late["metadata"]["uid"] == sched[0]["involvedObject"]["uid"]
+        assert api.binds == 5
+        assert t.stop() == 0
+    assert "Traceback" not in t.log()
 
 
-def holder(emu: TroupeEmulator) -> str | None:
-    for (r, _, n), o in emu._objects.items():
-        if r.plural == "leases" and n == "troupe-scheduler" and not o.deleted:
-            return str(o.raw.get("spec", {}).get("holderIdentity") or "")
-    return None
-
-
-async def test_two_replicas_bind_each_pod_once_and_fail_over(
-    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
-) -> None:
-    emu, url, client = cluster
-    for i in range(2):
-        await post(
-            emu, "/api/v1/nodes", make_node(f"n{i}").capacity(cpu=4, memory="4Gi", pods=10).obj()
+def test_in_cluster_credentials_bind_a_pod_created_after_start_up(tmp_path: Path) -> None:
+    token = "sa-token-0123456789"
+    srv = ApiServer(podgroups=True, tls=True, token=token)
+    with srv.start_in_thread():
+        secrets = tmp_path / "serviceaccount"
+        secrets.mkdir()
+        (secrets / "token").write_text(token)
+        assert srv.ca_pem_path is not None
+        (secrets / "ca.crt").write_bytes(srv.ca_pem_path.read_bytes())
+        host, port = srv.url.removeprefix("https://").rsplit(":", 1)
+        nodes(srv, 1)
+        t = Troupe(
+            tmp_path,
+            kubeconfig=None,
+            env={"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
+            prelude=in_cluster_prelude(secrets),
         )
+        with t:
+            t.wait_ready()
+            pod(srv, "after")
+            until(lambda: node_of(srv, "after") == "n0", what="pod bound with in-cluster creds")
+            assert t.stop() == 0
+        # every request carried the service account's token (the server refuses others)
+        assert not [w for w in srv.writes if w.status == 401]
+
+
+def test_a_wrong_token_is_refused_and_said(tmp_path: Path) -> None:
+    srv = ApiServer(podgroups=True, token="right")
+    with srv.start_in_thread():
+        kc = srv.write_kubeconfig(tmp_path / "kubeconfig", token="wrong")
+        with Troupe(tmp_path, kubeconfig=kc) as t:
+            until(lambda: "401" in t.log() or "Unauthorized" in t.log(), what="a 401 in the log")
+            assert not t.ready()  # caches cannot sync without credentials
+            t.stop()
+
+
+def test_two_replicas_standby_is_ready_each_pod_bound_once_and_fail_over(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    nodes(api, 2, cpu=4)
     for i in range(4):
-        await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
-
-    def replica(name: str, stop: asyncio.Event) -> asyncio.Task[int]:
-        return start(
-            url,
-            client,
-            stop,
-            identity=name,
-            lease_namespace="default",
-            lease_timings=(8.0, 5.0, 0.5),
-        )
-
-    stop_a, stop_b = asyncio.Event(), asyncio.Event()
-    a = replica("a", stop_a)
-    await until(lambda: holder(emu) == "a")
-    b = replica("b", stop_b)
+        pod(api, f"p{i}")
+    a = Troupe(tmp_path, kubeconfig=kubeconfig, identity="a").start()
     try:
-        await until(
-            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 4
-        )
-        assert holder(emu) == "a"
-        stop_a.set()
-        assert await asyncio.wait_for(a, 30) == 0
-        await until(lambda: holder(emu) == "b")
-        for i in range(4, 6):
-            await post(emu, "/api/v1/namespaces/default/pods", make_pod(f"p{i}").req(cpu="1").obj())
-        await until(
-            lambda: sum(1 for p in pods(emu).values() if p.get("spec", {}).get("nodeName")) == 6
-        )
-        assert emu.binds == 6  # every pod bound exactly once, no conflicting binds
+        a.wait_ready()
+        until(lambda: len(bound(api)) == 4)
+        b = Troupe(tmp_path, kubeconfig=kubeconfig, identity="b").start()
+        try:
+            b.wait_ready()  # a standby is Ready: it syncs caches, as kube-scheduler's
+            assert a.metric("leader_election_master_status", {"name": "troupe-scheduler"}) == 1
+            assert b.metric("leader_election_master_status", {"name": "troupe-scheduler"}) == 0
+            lease = api.get("leases", "kube-system", "troupe-scheduler")
+            assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+            assert a.stop() == 0  # SIGTERM: releases the Lease
+            until(
+                lambda: (api.get("leases", "kube-system", "troupe-scheduler") or {})
+                .get("spec", {})
+                .get("holderIdentity")
+                == "b",
+                what="b takes over",
+            )
+            for i in range(4, 6):
+                pod(api, f"p{i}")
+            until(lambda: len(bound(api)) == 6)
+            assert api.binds == 6  # every pod bound exactly once
+            assert binds_by(api) == {"a": 4, "b": 2}
+            # the standby wrote nothing while a led
+            b_writes = [w for w in api.writes if "(b)" in w.user_agent]
+            assert all(w.time > min(x.time for x in b_writes) for w in b_writes)
+        finally:
+            b.stop()
     finally:
-        stop_a.set()
-        stop_b.set()
-        await asyncio.wait_for(asyncio.gather(a, b, return_exceptions=True), 30)
+        if a.running:
+            a.stop()
 
 
-def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
-    import socket
-
-    from tests import demo
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    assert demo.main(["--metrics-port", str(port), "--timeout", "30"]) == 0
-    out = capsys.readouterr().out
-    assert "7 of 12 pods bound" in out
-    assert "pod ml/trainer                   -> gpu-b1" in out
-    assert "podgroup ml/allreduce" in out and "phase=Scheduled" in out
-
-
-async def test_malformed_object_is_reported_and_skipped(
-    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+def test_bind_errors_409_and_500_and_a_dropped_watch(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    emu, url, client = cluster
-    await post(emu, "/api/v1/nodes", make_node("n0").capacity(cpu=4, memory="4Gi", pods=10).obj())
+    nodes(api, 1, cpu=8)
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        # 500, 503 then success: retried with backoff
+        api.fail_next["/pods/flaky/binding"] = [500, 503]
+        pod(api, "flaky")
+        until(lambda: node_of(api, "flaky") == "n0", what="flaky bound after retries")
+        # a dropped watch is resumed and later pods still bind
+        api.drop_watches("pods", 2)
+        pod(api, "after-drop")
+        until(lambda: node_of(api, "after-drop") == "n0", what="bound after a dropped watch")
+        t.stop()
+    assert "Traceback" not in t.log()
+
+
+def test_a_watch_resumed_too_late_gets_410_relists_and_loses_nothing(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    nodes(api, 1, cpu=8)
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        pod(api, "before")
+        until(lambda: node_of(api, "before"))
+        api.compact()  # every resume from an earlier version now gets 410 Gone
+        api.drop_watches("pods", 1)
+        for i in range(3):
+            pod(api, f"during-{i}")
+        until(lambda: len(bound(api)) == 4, what="pods created around the 410 bound")
+        t.stop()
+
+
+def test_issue14_a_malformed_pod_is_reported_once_and_skipped(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    nodes(api, 1, cpu=4)
     bad = make_pod("bad").obj()
+    bad["metadata"].pop("uid", None)
     bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
-    await post(emu, "/api/v1/namespaces/default/pods", bad)
-    await post(emu, "/api/v1/namespaces/default/pods", make_pod("good").req(cpu="1").obj())
-    stop = asyncio.Event()
-    task = start(url, client, stop)
-    try:
-        await until(lambda: pods(emu)["good"].get("spec", {}).get("nodeName") == "n0")
-        await until(lambda: "conditions" in pods(emu)["bad"].get("status", {}))
-        msg = pods(emu)["bad"]["status"]["conditions"][0]["message"]
+    api.create(bad)
+    pod(api, "good")
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        until(lambda: node_of(api, "good") == "n0")
+        until(lambda: (api.get("pods", "default", "bad") or {}).get("status", {}).get("conditions"))
+        msg = api.get("pods", "default", "bad")["status"]["conditions"][0]["message"]  # type: ignore[index]
         assert msg.startswith("spec.containers[0].resources.requests.cpu: quantities must")
-        events = [o.raw for (r, _, _), o in emu._objects.items() if r.plural == "events"]
-        assert any(
-            e["involvedObject"]["name"] == "bad" and e["reason"] == "FailedScheduling"
-            for e in events
-        )
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
+        ev = until(lambda: events_of(api, "bad"))
+        assert ev[0]["reason"] == "FailedScheduling"
+        # its own condition patch comes back as an update: no second report
+        pod(api, "later")
+        until(lambda: node_of(api, "later"))
+        t.stop()
+    status_patches = [
+        w for w in api.writes if w.name == "bad" and w.subresource == "status" and w.status < 300
+    ]
+    assert len(status_patches) == 1
+    assert len(events_of(api, "bad")) == 1 and events_of(api, "bad")[0].get("count", 1) == 1
 
 
-async def test_a_dropped_watch_is_resumed(
-    cluster: tuple[TroupeEmulator, str, Callable[[], KubeClient]],
+def test_a_gang_is_bound_and_its_podgroup_status_written(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
-    emu, url, client = cluster
-    await post(emu, "/api/v1/nodes", make_node("n0").capacity(cpu=4, memory="4Gi", pods=10).obj())
-    emu.drop_pod_watches = 2
-    stop = asyncio.Event()
-    task = start(url, client, stop)
-    try:
-        await until(lambda: emu.drop_pod_watches == 0 and emu.pod_watches >= 3)
-        await post(emu, "/api/v1/namespaces/default/pods", make_pod("late").req(cpu="1").obj())
-        await until(lambda: pods(emu)["late"].get("spec", {}).get("nodeName") == "n0")
-    finally:
-        stop.set()
-        assert await asyncio.wait_for(task, 30) == 0
+    nodes(api, 2, cpu=4)
+    api.create(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "job", "namespace": "default"},
+            "spec": {"minMember": 3},
+        }
+    )
+    for i in range(3):
+        obj = make_pod(f"w{i}").group("job").req(cpu="2").obj()
+        obj["metadata"].pop("uid", None)
+        api.create(obj)
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        until(lambda: len(bound(api)) == 3, what="the gang bound")
+        until(
+            lambda: (api.get("podgroups", "default", "job") or {}).get("status", {}).get("phase")
+            not in (None, "Pending"),
+            what="PodGroup status",
+        )
+        t.stop()
+
+
+def test_credentials_are_not_in_the_log(api: ApiServer, tmp_path: Path) -> None:
+    srv = ApiServer(podgroups=True, token="s3cr3t-token")
+    with srv.start_in_thread():
+        kc = srv.write_kubeconfig(tmp_path / "kc", token="s3cr3t-token")
+        with Troupe(tmp_path, kubeconfig=kc) as t:
+            t.wait_ready()
+            t.stop()
+        assert "s3cr3t-token" not in t.log()
+        assert base64.b64encode(b"s3cr3t-token").decode() not in t.log()
