@@ -164,7 +164,7 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "7 of 12 pods bound" in out
     assert "pod ml/trainer                   -> gpu-b1" in out
-    assert "podgroup ml/allreduce" in out and "phase=Scheduled" in out
+    assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
 
 
 async def test_malformed_object_is_reported_and_skipped(
