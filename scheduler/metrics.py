@@ -1,22 +1,108 @@
-"""Prometheus metrics with kube-scheduler's names, and the HTTP endpoints.
+"""Prometheus metrics with kube-scheduler's names, and the health endpoints.
 
 `Metrics` owns its own CollectorRegistry (tests and several schedulers in one
 process do not collide). The scheduler reports to it at the points where
 kube-scheduler does; plugin execution durations are sampled (10 % of cycles,
-kube-scheduler's pluginMetricsSamplePercent). `serve()` exposes `/metrics`,
-`/healthz` and `/readyz` (ready once the caller says the caches are synced)
-on one port.
+kube-scheduler's pluginMetricsSamplePercent). Gauges that mirror live state
+(pending pods, cache size, unschedulable pods by plugin) are set by
+`refreshers` at scrape time rather than on every cycle. The registry also
+carries the process and Python runtime collectors, as kube components carry
+the process and Go ones.
+
+`serve()` exposes `/metrics`, `/livez`, `/readyz` and `/healthz` on one port.
+The health endpoints behave as k8s.io/apiserver's healthz package does for
+kube-scheduler: each runs its named checks (`ping` first, then those
+registered in `Metrics.health`), answers `ok`, or with `?verbose` one line per
+check (`[+]ping ok`, `[-]informer-sync failed: reason withheld`) and a last line
+`livez check passed`; a failing endpoint answers 500 and always lists its
+checks, ending `readyz check failed`. The reasons go to the log, not the
+response. `/<endpoint>/<check>` runs a single check; `?exclude=<check>` skips
+one. `/healthz` runs the liveness checks, as kube-scheduler's `/healthz`
+carries its liveness-type checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+log = logging.getLogger(__name__)
 
 PLUGIN_METRICS_SAMPLE_PERCENT: Final = 10
+
+HealthCheck = Callable[[], str | None]
+"""A named health check: None when healthy, else the reason (logged, never served)."""
+
+
+@dataclass(slots=True)
+class HealthChecks:
+    """The checks behind /livez (and /healthz) and /readyz, in the order shown.
+
+    Read on every request, so a check may be added once the thing it watches
+    exists (the scheduling loop starts only when this replica leads)."""
+
+    livez: dict[str, HealthCheck] = field(default_factory=dict)
+    readyz: dict[str, HealthCheck] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """One run of an endpoint's checks: the HTTP status and the body kube prints."""
+
+    status: int
+    body: str
+    failed: dict[str, str]
+
+
+def _ping() -> None:
+    return None
+
+
+def _run(check: HealthCheck) -> str | None:
+    try:
+        return check()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def run_checks(
+    endpoint: str,
+    checks: dict[str, HealthCheck],
+    verbose: bool = False,
+    exclude: frozenset[str] = frozenset(),
+) -> HealthReport:
+    """Run `checks` after `ping` and format the answer as k8s.io/apiserver's
+    healthz handleRootHealth does (a check that raises has failed)."""
+    lines: list[str] = []
+    failed: dict[str, str] = {}
+    left = set(exclude)
+    for name, check in {"ping": _ping, **checks}.items():
+        if name in left:
+            left.discard(name)
+            lines.append(f"[+]{name} excluded: ok\n")
+            continue
+        reason = _run(check)
+        if reason is None:
+            lines.append(f"[+]{name} ok\n")
+        else:
+            lines.append(f"[-]{name} failed: reason withheld\n")
+            failed[name] = reason
+    if left:
+        names = ",".join(f'"{n}"' for n in sorted(left))
+        lines.append(f"warn: some health checks cannot be excluded: no matches for {names}\n")
+    if failed:
+        return HealthReport(500, "".join(lines) + f"{endpoint} check failed\n", failed)
+    if not verbose:
+        return HealthReport(200, "ok", failed)
+    return HealthReport(200, "".join(lines) + f"{endpoint} check passed\n", failed)
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
@@ -94,8 +180,9 @@ class Metrics:
             ["plugin", "profile"],
             registry=r,
         )
+        # kube-scheduler's CacheSize: Subsystem "scheduler" + Name "scheduler_cache_size".
         self.cache_size = Gauge(
-            "scheduler_cache_size",
+            "scheduler_scheduler_cache_size",
             "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"],
             registry=r,
@@ -114,33 +201,119 @@ class Metrics:
             registry=r,
         )
         self.podgroups = Gauge("troupe_podgroups", "PodGroups by phase.", ["phase"], registry=r)
+        # client-go's leader election metric (component-base/metrics/prometheus/clientgo).
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease. "
+            "Please make sure to group by name.",
+            ["name"],
+            registry=r,
+        )
+        self.loop_errors = Counter(
+            "troupe_loop_errors",
+            "Exceptions caught and survived in a long-running loop, by loop.",
+            ["loop"],
+            registry=r,
+        )
+        self.plugin_errors = Counter(
+            "troupe_plugin_errors",
+            "Exceptions raised by a plugin and turned into an Error status, "
+            "by plugin and extension point.",
+            ["plugin", "extension_point"],
+            registry=r,
+        )
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        self.health = HealthChecks()
+
+    def set_leader(self, name: str, leading: bool) -> None:
+        """This replica started (True) or stopped (False) leading the lease `name`."""
+        self.leader.labels(name).set(1 if leading else 0)
+
+    def loop_error(self, loop: str) -> None:
+        """An exception was caught in `loop` and the loop went on."""
+        self.loop_errors.labels(loop).inc()
+
+    def plugin_error(self, plugin: str, extension_point: str) -> None:
+        """`plugin` raised at `extension_point` (e.g. "Filter"); the runtime made it an Error."""
+        self.plugin_errors.labels(plugin, extension_point).inc()
 
     def render(self) -> bytes:
         for refresh in self.refreshers:
             refresh()
         return generate_latest(self.registry)
 
-    async def serve(self, host: str, port: int, ready: Callable[[], bool]) -> Callable[[], object]:
-        """Serve /metrics, /healthz and /readyz; returns a coroutine function to stop."""
+    def checks_of(self, endpoint: str) -> dict[str, HealthCheck]:
+        """The checks `endpoint` ("livez", "healthz" or "readyz") runs after `ping`."""
+        if endpoint in ("livez", "healthz"):
+            return self.health.livez
+        if endpoint == "readyz":
+            return self.health.readyz
+        raise ValueError(f"unknown health endpoint {endpoint!r}")
+
+    async def serve(
+        self, host: str, port: int, ready: Callable[[], bool] | None = None
+    ) -> Callable[[], object]:
+        """Serve /metrics, /livez, /readyz and /healthz; returns a coroutine function
+        that stops the server. `ready`, if given, becomes the readyz check
+        `informer-sync` (failing until it returns True)."""
         from aiohttp import web
+
+        if ready is not None:
+            self.health.readyz.setdefault(
+                "informer-sync", lambda: None if ready() else "initial lists not done"
+            )
 
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-        async def healthz(_: web.Request) -> web.Response:
-            return web.Response(text="ok")
+        def health(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+            async def root(request: web.Request) -> web.Response:
+                q = request.query
+                report = run_checks(
+                    endpoint,
+                    self.checks_of(endpoint),
+                    verbose="verbose" in q,
+                    exclude=frozenset(q.getall("exclude", [])),
+                )
+                if report.failed:
+                    log.info(
+                        "%s check failed: %s\n%s",
+                        ",".join(report.failed),
+                        endpoint,
+                        "".join(f"[-]{n} failed: {r}\n" for n, r in report.failed.items()),
+                    )
+                return web.Response(status=report.status, text=report.body, headers=_PLAIN)
 
-        async def readyz(_: web.Request) -> web.Response:
-            if ready():
-                return web.Response(text="ok")
-            return web.Response(status=503, text="caches not synced")
+            return root
+
+        def single(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+            async def one(request: web.Request) -> web.Response:
+                name = request.match_info["check"]
+                checks = {"ping": _ping, **self.checks_of(endpoint)}
+                check = checks.get(name)
+                if check is None:
+                    return web.Response(status=404, text="404 page not found\n", headers=_PLAIN)
+                reason = _run(check)
+                if reason is not None:
+                    body = f"internal server error: {reason}\n"
+                    return web.Response(status=500, text=body, headers=_PLAIN)
+                return web.Response(text="ok", headers=_PLAIN)
+
+            return one
 
         app = web.Application()
         app.router.add_get("/metrics", metrics)
-        app.router.add_get("/healthz", healthz)
-        app.router.add_get("/readyz", readyz)
+        for endpoint in ("livez", "readyz", "healthz"):
+            app.router.add_get(f"/{endpoint}", health(endpoint))
+            app.router.add_get(f"/{endpoint}/{{check}}", single(endpoint))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()
         return runner.cleanup
+
+
+_PLAIN: Final = {"X-Content-Type-Options": "nosniff"}

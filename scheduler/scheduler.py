@@ -465,16 +465,20 @@ class Scheduler:
             outcome = "scheduled" if ok else "unschedulable"
         else:
             self._fail(profile, qpi, result)
-            outcome = (
-                "error"
-                if isinstance(result, Status) and result.code is Code.ERROR
-                else "unschedulable"
-            )
-        self.metrics.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
-        self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(
-            time.perf_counter() - t0
-        )
+            outcome = self._outcome(result)
+        self._count_attempt(profile, outcome, time.perf_counter() - t0)
         return True
+
+    def _count_attempt(self, profile: Profile, outcome: str, seconds: float) -> None:
+        """One pod's scheduling attempt: "scheduled", "unschedulable" or "error"."""
+        self.metrics.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
+        self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(seconds)
+
+    @staticmethod
+    def _outcome(result: FitError | Status) -> str:
+        return (
+            "error" if isinstance(result, Status) and result.code is Code.ERROR else "unschedulable"
+        )
 
     def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
         self._failed += 1
@@ -552,10 +556,15 @@ class Scheduler:
         placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
         failures: list[tuple[QueuedPodInfo, FitError | Status]] = []
         charged: list[tuple[int, Pod, Any]] = []
+        # Each member's attempt is counted as kube-scheduler counts a pod's: its own
+        # search time, the outcome of the group decides the result label.
+        seconds: dict[PodKey, float] = {}
         try:
             for qpi in members:
+                t_pod = time.perf_counter()
                 state = CycleState()
                 result = self._schedule_pod(profile, state, qpi.pod, post_filter=False)
+                seconds[qpi.pod.key] = time.perf_counter() - t_pod
                 if isinstance(result, ScheduleResult):
                     row = snap.row_of[result.node]
                     charge = pod_charge(qpi.pod, self.isolated)
@@ -574,9 +583,13 @@ class Scheduler:
             self.metrics.podgroup_admission.observe(max(0.0, self.clock.now() - started))
             self.queue.record_attempt(True)
             for qpi, state, node in placements:
-                self._commit(profile, state, qpi, node)
+                t_pod = time.perf_counter()
+                ok = self._commit(profile, state, qpi, node)
+                took = seconds[qpi.pod.key] + time.perf_counter() - t_pod
+                self._count_attempt(profile, "scheduled" if ok else "unschedulable", took)
             for qpi, result in failures:
                 self._fail(profile, qpi, result)
+                self._count_attempt(profile, self._outcome(result), seconds[qpi.pod.key])
             log.info(
                 "gang %s admitted: %d pods placed in %.3fs",
                 group,
@@ -597,11 +610,14 @@ class Scheduler:
                 plugins |= result.unschedulable_plugins
             elif result.plugin:
                 plugins.add(result.plugin)
+        errors = {q.pod.key for q, result in failures if self._outcome(result) == "error"}
         for qpi in members:
             self._failed += 1
             self._handle_failure(
                 profile, qpi, message, Code.UNSCHEDULABLE, frozenset(plugins), frozenset()
             )
+            outcome = "error" if qpi.pod.key in errors else "unschedulable"
+            self._count_attempt(profile, outcome, seconds[qpi.pod.key])
 
     def _schedule_pod(
         self, profile: Profile, state: CycleState, pod: Pod, post_filter: bool = True
@@ -748,6 +764,8 @@ class Scheduler:
         self.last_failure[pod.key] = message
         log.info("pod %s is unschedulable: %s", pod.key, message)
         if code is Code.ERROR:
+            # No plugin rejected it: it no longer counts for the last attempt's rejectors.
+            qpi.unschedulable_plugins = qpi.pending_plugins = frozenset()
             self.queue.add_backoff(qpi)
         else:
             qpi.unschedulable_plugins = plugins
@@ -931,13 +949,17 @@ class Scheduler:
         m.cache_size.labels("nodes").set(c.nodes)
         m.cache_size.labels("pods").set(c.pods)
         m.cache_size.labels("assumed_pods").set(c.assumed_pods)
+        # As kube-scheduler's UnschedulableReason gauge: a pod counts for each plugin
+        # that rejected (or gated) it from its failed attempt until its next pop,
+        # wherever it waits meanwhile (pool, backoffQ, activeQ after a move).
         by_plugin: dict[tuple[str, str], int] = {}
-        for qpi, where in self.queue.pending_pods():
-            if where in ("unschedulable", "gated"):
-                plugins = {qpi.gating_plugin} if qpi.gated else qpi.unschedulable_plugins
-                for plugin in plugins:
-                    k = (plugin, qpi.pod.scheduler_name)
-                    by_plugin[k] = by_plugin.get(k, 0) + 1
+        for qpi, _ in self.queue.pending_pods():
+            plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+            if qpi.gated and qpi.gating_plugin:
+                plugins = plugins | {qpi.gating_plugin}
+            for plugin in plugins:
+                k = (plugin, qpi.pod.scheduler_name)
+                by_plugin[k] = by_plugin.get(k, 0) + 1
         phases: dict[str, int] = {}
         for pg in self.cache.pod_groups():
             phase = str(pg.status.get("phase") or "Pending")

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.api.types import WORKLOAD_KINDS, PodKey
+from scheduler.api.types import WORKLOAD_KINDS, GroupKey, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
 from scheduler.config import SchedulerConfig
@@ -275,7 +275,10 @@ class Simulation:
             assert isinstance(st, dict)
             groups[k] = {
                 "phase": st.get("phase", "Pending"),
-                "scheduled": int(st.get("scheduled", 0) or 0),
+                # placed members (bound or assumed): PodGroup status has no such count
+                "scheduled": sum(
+                    1 for p in s.cache.pods_in_group(GroupKey(k)) if s.cache.pod(p.key) is not None
+                ),
                 "running": int(st.get("running", 0) or 0),
                 "succeeded": int(st.get("succeeded", 0) or 0),
                 "failed": int(st.get("failed", 0) or 0),

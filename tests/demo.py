@@ -117,7 +117,7 @@ async def demo(args: argparse.Namespace) -> int:
                 if st and seen_groups.get(key) != st:
                     say(
                         f"  podgroup {key:<23} phase={st.get('phase')} "
-                        f"scheduled={st.get('scheduled')} running={st.get('running')}"
+                        f"running={st.get('running')} succeeded={st.get('succeeded')}"
                     )
                     seen_groups[key] = st
                     changed = True

@@ -503,9 +503,11 @@ def _parse_pod_group(obj: Mapping[str, Any], milli: frozenset[str]) -> PodGroup:
         mm = 1
     elif mm < 1:
         raise invalid("spec.minMember", mm, "must be greater than or equal to 1")
+    # scheduler-plugins' CRD has no minimum here: 0 is accepted (Coscheduling then
+    # uses its permitWaitingTimeSeconds); a negative wait is refused.
     timeout = get_int(spec, "scheduleTimeoutSeconds", "spec.")
-    if timeout is not None and timeout < 1:
-        raise invalid("spec.scheduleTimeoutSeconds", timeout, "must be greater than or equal to 1")
+    if timeout is not None and timeout < 0:
+        raise invalid("spec.scheduleTimeoutSeconds", timeout, "must be greater than or equal to 0")
     status = get_map(obj, "status", "")
     return PodGroup(
         namespace=ns,

@@ -32,7 +32,7 @@ def test_seed_four_fit_four_run_two_pending() -> None:
     assert len(set(nodes)) == 4  # one 3-CPU pod per 4-CPU node
     pg = out["podGroups"]["default/job"]
     assert pg["scheduled"] == 4
-    assert pg["phase"] in ("Scheduled", "Running")
+    assert pg["phase"] in ("Scheduling", "Running")  # Running once the kubelet says so
 
 
 def test_seed_three_fit_none_bind() -> None:

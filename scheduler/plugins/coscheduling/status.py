@@ -1,16 +1,22 @@
 """PodGroup status, kept true and written sparingly.
 
-Counts are derived from the group's pods as scheduler-plugins' PodGroup
-controller derives them (scheduled: members with a node; running, succeeded,
-failed by pod phase), and the phase follows from them:
+Troupe writes only what scheduler-plugins' own PodGroup CRD keeps (its
+structural schema prunes anything else), and computes it as that project's
+PodGroup controller does (pkg/controllers/podgroup_controller.go), so a
+cluster that runs it, or only has its CRD installed, sees the same status:
 
-    fewer pods than minMember          -> Pending
-    enough pods, none placed           -> PreScheduling
-    some placed, fewer than minMember  -> Scheduling
-    placed >= minMember                -> Scheduled
-    running + succeeded >= minMember   -> Running
-    succeeded >= minMember             -> Finished
-    failed > 0 and done >= minMember   -> Failed
+    fewer pods than minMember                  -> Pending
+    running + succeeded < minMember            -> Scheduling
+    running + succeeded >= minMember           -> Running
+    failed > 0 and failed + running + succeeded
+      >= minMember                             -> Failed
+    succeeded >= minMember                     -> Finished
+
+(later rows win). `running`, `succeeded` and `failed` count member pods by
+phase; `occupiedBy` names the owners of a member ("ns/name", sorted, comma
+separated); `scheduleStartTime` is when Troupe first tried the group. There is
+no `scheduled` count and no PreScheduling or Scheduled phase: upstream removed
+them (scheduler-plugins #574).
 
 A change marks the group dirty; dirty groups are patched on the status
 subresource at most once per `coalesce_seconds`, and only when the status
@@ -22,9 +28,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from scheduler.api.types import GroupKey, Pod, PodGroup
 from scheduler.clock import TimerHandle
@@ -38,40 +43,38 @@ def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def compute_status(
-    pg: PodGroup, pods: list[Pod], placed: AbstractSet[str], started: float | None
-) -> dict[str, Any]:
-    scheduled = sum(1 for p in pods if p.node_name or p.key in placed)
-    running = sum(1 for p in pods if p.phase == "Running" and p.node_name)
+PHASES: Final = ("Pending", "Scheduling", "Running", "Finished", "Failed")
+"""The phases Troupe writes: scheduler-plugins' PodGroupPhase values but Unknown."""
+
+
+def compute_status(pg: PodGroup, pods: list[Pod], started: float | None) -> dict[str, Any]:
+    running = sum(1 for p in pods if p.phase == "Running")
     succeeded = sum(1 for p in pods if p.phase == "Succeeded")
     failed = sum(1 for p in pods if p.phase == "Failed")
     m = pg.min_member
     if len(pods) < m:
         phase = "Pending"
-    elif failed and failed + running + succeeded >= m:
-        phase = "Failed"
     elif succeeded >= m:
         phase = "Finished"
-    elif scheduled >= m and running + succeeded >= m:
+    elif failed and failed + running + succeeded >= m:
+        phase = "Failed"
+    elif running + succeeded >= m:
         phase = "Running"
-    elif scheduled >= m:
-        phase = "Scheduled"
-    elif scheduled > 0 or started is not None:
-        phase = "Scheduling"
     else:
-        phase = "PreScheduling"
+        phase = "Scheduling"
     status: dict[str, Any] = {
         "phase": phase,
-        "scheduled": scheduled,
         "running": running,
         "succeeded": succeeded,
         "failed": failed,
     }
     if started is not None:
         status["scheduleStartTime"] = rfc3339(started)
-    owner = next((f"{p.namespace}/{name}" for p in pods for kind, name in p.owner_references), None)
-    if owner:
-        status["occupiedBy"] = owner
+    # as scheduler-plugins' fillOccupiedObj: the owners of one member
+    owned = next((p for p in pods if p.owner_references), None)
+    if owned is not None:
+        refs = sorted(f"{owned.namespace}/{name}" for _, name in owned.owner_references)
+        status["occupiedBy"] = ",".join(refs)
     return status
 
 
@@ -111,8 +114,7 @@ class PodGroupStatusTracker:
                 self._written.pop(key, None)
                 continue
             pods = list(lister.pods_in_group(key))
-            placed = {p.key for p in pods if lister.pod(p.key) is not None}
-            status = compute_status(pg, pods, placed, self.schedule_start.get(key))
+            status = compute_status(pg, pods, self.schedule_start.get(key))
             if self._written.get(key) == status or (
                 key not in self._written and _same(pg.status, status)
             ):

@@ -804,6 +804,11 @@ def test_pod_group_defaults() -> None:
     assert pg.status == {} and pg.creation_timestamp == 0.0
 
 
+def test_pod_group_timeout_zero_is_accepted_as_upstream_crd_does() -> None:
+    pg = parse_pod_group(pod_group({"scheduleTimeoutSeconds": 0}))
+    assert isinstance(pg, PodGroup) and pg.schedule_timeout_seconds == 0
+
+
 @pytest.mark.parametrize(
     ("obj", "field"),
     [
@@ -811,7 +816,7 @@ def test_pod_group_defaults() -> None:
         pytest.param(pod_group({"minMember": -1}), "spec.minMember", id="min-member-negative"),
         pytest.param(pod_group({"minMember": "four"}), "spec.minMember", id="min-member-type"),
         pytest.param(
-            pod_group({"scheduleTimeoutSeconds": 0}), "spec.scheduleTimeoutSeconds", id="timeout"
+            pod_group({"scheduleTimeoutSeconds": -1}), "spec.scheduleTimeoutSeconds", id="timeout"
         ),
         pytest.param(
             pod_group({"minResources": {"cpu": "x"}}), "spec.minResources.cpu", id="min-resources"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod_group
+from scheduler.api.parse import parse_pod, parse_pod_group
 from scheduler.api.types import Pod, PodGroup
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
@@ -31,22 +31,72 @@ def pod(i: int, node: str = "", phase: str = "Pending") -> Pod:
 @pytest.mark.parametrize(
     ("pods", "started", "phase", "counts"),
     [
-        ([pod(0)], None, "Pending", (0, 0, 0, 0)),
-        ([pod(0), pod(1)], None, "PreScheduling", (0, 0, 0, 0)),
-        ([pod(0, "n", "Pending"), pod(1)], 5.0, "Scheduling", (1, 0, 0, 0)),
-        ([pod(0, "n", "Pending"), pod(1, "n", "Pending")], 5.0, "Scheduled", (2, 0, 0, 0)),
-        ([pod(0, "n", "Running"), pod(1, "n", "Running")], 5.0, "Running", (2, 2, 0, 0)),
-        ([pod(0, "n", "Succeeded"), pod(1, "n", "Succeeded")], 5.0, "Finished", (2, 0, 2, 0)),
-        ([pod(0, "n", "Failed"), pod(1, "n", "Running")], 5.0, "Failed", (2, 1, 0, 1)),
+        pytest.param([pod(0)], None, "Pending", (0, 0, 0), id="too-few-pods"),
+        pytest.param([pod(0), pod(1)], None, "Scheduling", (0, 0, 0), id="enough-pods"),
+        pytest.param([pod(0, "n"), pod(1)], 5.0, "Scheduling", (0, 0, 0), id="one-placed"),
+        pytest.param([pod(0, "n"), pod(1, "n")], 5.0, "Scheduling", (0, 0, 0), id="all-placed"),
+        pytest.param(
+            [pod(0, "n", "Running"), pod(1, "n")], 5.0, "Scheduling", (1, 0, 0), id="one-running"
+        ),
+        pytest.param(
+            [pod(0, "n", "Running"), pod(1, "n", "Running")],
+            5.0,
+            "Running",
+            (2, 0, 0),
+            id="running",
+        ),
+        pytest.param(
+            [pod(0, "n", "Running"), pod(1, "n", "Succeeded")],
+            5.0,
+            "Running",
+            (1, 1, 0),
+            id="running-and-done",
+        ),
+        pytest.param(
+            [pod(0, "n", "Succeeded"), pod(1, "n", "Succeeded")],
+            5.0,
+            "Finished",
+            (0, 2, 0),
+            id="finished",
+        ),
+        pytest.param(
+            [pod(0, "n", "Failed"), pod(1, "n", "Running")], 5.0, "Failed", (1, 0, 1), id="failed"
+        ),
+        pytest.param(
+            [pod(0, "n", "Failed"), pod(1)], 5.0, "Scheduling", (0, 0, 1), id="one-failed"
+        ),
+        pytest.param(  # upstream sets Finished after Failed: Finished wins
+            [pod(0, "n", "Succeeded"), pod(1, "n", "Succeeded"), pod(2, "n", "Failed")],
+            5.0,
+            "Finished",
+            (0, 2, 1),
+            id="finished-wins",
+        ),
     ],
 )
 def test_phase(
-    pods: list[Pod], started: float | None, phase: str, counts: tuple[int, int, int, int]
+    pods: list[Pod], started: float | None, phase: str, counts: tuple[int, int, int]
 ) -> None:
-    st = compute_status(PG, pods, set(), started)
+    st = compute_status(PG, pods, started)
     assert st["phase"] == phase
-    assert (st["scheduled"], st["running"], st["succeeded"], st["failed"]) == counts
+    assert (st["running"], st["succeeded"], st["failed"]) == counts
     assert ("scheduleStartTime" in st) is (started is not None)
+    assert "scheduled" not in st
+
+
+def test_occupied_by_names_the_owners_of_a_member_sorted() -> None:
+    owned = make_pod("p0").group("g").build()
+    raw = dict(owned.raw)
+    raw["metadata"] = dict(raw["metadata"])
+    raw["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "zeta", "uid": "u1"},
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "alpha", "uid": "u2"},
+    ]
+    p = parse_pod(raw)
+    assert isinstance(p, Pod)
+    st = compute_status(PG, [pod(1), p], None)
+    assert st["occupiedBy"] == "default/alpha,default/zeta"
+    assert "occupiedBy" not in compute_status(PG, [pod(0), pod(1)], None)
 
 
 async def test_a_thousand_binds_cost_one_patch() -> None:
