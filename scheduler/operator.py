@@ -301,6 +301,16 @@ async def run(
     kopf_thread.start()
     lost = False
     scheduling: asyncio.Task[None] | None = None
+    metrics.set_leader(le.resource_name, False)
+    checks = metrics.health.livez
+    checks["watches"] = lambda: None if kopf_thread.thread.is_alive() else "kopf has stopped"
+
+    def loop_alive() -> str | None:
+        if scheduling is not None and scheduling.done() and not stop.is_set():
+            return "the scheduling loop has ended"
+        return None
+
+    checks["scheduling-loop"] = loop_alive
 
     async def sync() -> None:
         count = await initial_sync(kube, scheduler, kinds)
@@ -313,6 +323,7 @@ async def run(
         if stop.is_set():
             return
         scheduler.enable_writes()
+        metrics.set_leader(le.resource_name, True)
         log.info("%s leads: scheduling", identity)
         scheduling = asyncio.current_task()
         await scheduler.run(stop)
@@ -323,6 +334,7 @@ async def run(
 
     def stopped() -> None:
         nonlocal lost
+        metrics.set_leader(le.resource_name, False)
         if not stop.is_set():
             log.error("%s lost the Lease: stopping", identity)
             lost = True
@@ -333,6 +345,9 @@ async def run(
     if elector is not None:
         election = ElectorThread(elector, loop, started, stopped)
         election.start()
+        checks["leader-election"] = lambda: (
+            None if election is None or election.alive() else "leader election has ended"
+        )
     else:
         started()
     try:

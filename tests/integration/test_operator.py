@@ -8,6 +8,7 @@ wrote: bindings, conditions, Events, PodGroup status, and who wrote them.
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,9 @@ def kubeconfig(api: ApiServer, tmp_path: Path) -> Path:
     return api.write_kubeconfig(tmp_path / "kubeconfig")
 
 
-def nodes(api: ApiServer, n: int, cpu: int = 2) -> None:
+def nodes(api: ApiServer, n: int, cpu: int = 2, max_pods: int = 10) -> None:
     for i in range(n):
-        api.create(make_node(f"n{i}").capacity(cpu=cpu, memory="4Gi", pods=10).obj())
+        api.create(make_node(f"n{i}").capacity(cpu=cpu, memory="4Gi", pods=max_pods).obj())
 
 
 def pod(api: ApiServer, name: str, cpu: str = "1", **kw: Any) -> dict[str, Any]:
@@ -82,7 +83,9 @@ def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
         late = pod(api, "late")  # the first thing a user tries
         until(lambda: node_of(api, "late"), what="a pod created after start-up bound")
         huge = pod(api, "huge", cpu="64")
-        until(lambda: (api.get("pods", "default", "huge") or {}).get("status", {}).get("conditions"))
+        until(
+            lambda: (api.get("pods", "default", "huge") or {}).get("status", {}).get("conditions")
+        )
         cond = api.get("pods", "default", "huge")["status"]["conditions"][0]  # type: ignore[index]
         assert cond["type"] == "PodScheduled" and cond["reason"] == "Unschedulable"
         assert cond["message"] == "0/3 nodes are available: 3 Insufficient cpu."
@@ -94,7 +97,9 @@ def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
         assert ev["reportingComponent"] == "troupe-scheduler"
         assert ev["reportingInstance"] == "troupe-scheduler-troupe-0"
         sched = until(lambda: [e for e in events_of(api, "late") if e["reason"] == "Scheduled"])
-        assert sched[0]["message"] == f"Successfully assigned default/late to {node_of(api, 'late')}"
+        assert (
+            sched[0]["message"] == f"Successfully assigned default/late to {node_of(api, 'late')}"
+        )
         assert late["metadata"]["uid"] == sched[0]["involvedObject"]["uid"]
         assert api.binds == 5
         assert t.stop() == 0
@@ -154,12 +159,15 @@ def test_two_replicas_standby_is_ready_each_pod_bound_once_and_fail_over(
             assert b.metric("leader_election_master_status", {"name": "troupe-scheduler"}) == 0
             lease = api.get("leases", "kube-system", "troupe-scheduler")
             assert lease is not None and lease["spec"]["holderIdentity"] == "a"
+            a_stopped = time.time()
             assert a.stop() == 0  # SIGTERM: releases the Lease
             until(
-                lambda: (api.get("leases", "kube-system", "troupe-scheduler") or {})
-                .get("spec", {})
-                .get("holderIdentity")
-                == "b",
+                lambda: (
+                    (api.get("leases", "kube-system", "troupe-scheduler") or {})
+                    .get("spec", {})
+                    .get("holderIdentity")
+                    == "b"
+                ),
                 what="b takes over",
             )
             for i in range(4, 6):
@@ -167,9 +175,13 @@ def test_two_replicas_standby_is_ready_each_pod_bound_once_and_fail_over(
             until(lambda: len(bound(api)) == 6)
             assert api.binds == 6  # every pod bound exactly once
             assert binds_by(api) == {"a": 4, "b": 2}
-            # the standby wrote nothing while a led
-            b_writes = [w for w in api.writes if "(b)" in w.user_agent]
-            assert all(w.time > min(x.time for x in b_writes) for w in b_writes)
+            # the standby wrote nothing but its Lease attempts while a led
+            b_writes = [
+                w
+                for w in api.writes
+                if "(b)" in w.user_agent and "leader-election" not in w.user_agent
+            ]
+            assert b_writes and all(w.time > a_stopped for w in b_writes)
         finally:
             b.stop()
     finally:
@@ -259,8 +271,10 @@ def test_a_gang_is_bound_and_its_podgroup_status_written(
         t.wait_ready()
         until(lambda: len(bound(api)) == 3, what="the gang bound")
         until(
-            lambda: (api.get("podgroups", "default", "job") or {}).get("status", {}).get("phase")
-            not in (None, "Pending"),
+            lambda: (
+                (api.get("podgroups", "default", "job") or {}).get("status", {}).get("phase")
+                not in (None, "Pending")
+            ),
             what="PodGroup status",
         )
         t.stop()
@@ -275,3 +289,47 @@ def test_credentials_are_not_in_the_log(api: ApiServer, tmp_path: Path) -> None:
             t.stop()
         assert "s3cr3t-token" not in t.log()
         assert base64.b64encode(b"s3cr3t-token").decode() not in t.log()
+
+
+def test_issue14_a_leader_that_cannot_renew_stops_binding_before_another_leads(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """#14.3: the Lease API hangs for the leader only. It must stop binding
+    within renewDeadline of its last renewal (the fence), before the standby
+    may take over (leaseDuration), and exit; no two replicas bind at once."""
+    nodes(api, 4, cpu=64, max_pods=110)
+    a = Troupe(tmp_path, kubeconfig=kubeconfig, identity="a").start()
+    b = Troupe(tmp_path, kubeconfig=kubeconfig, identity="b").start()
+    try:
+        a.wait_ready()
+        b.wait_ready()
+        until(
+            lambda: (
+                (api.get("leases", "kube-system", "troupe-scheduler") or {})
+                .get("spec", {})
+                .get("holderIdentity")
+                in ("a", "b")
+            ),
+            what="a leader",
+        )
+        leader = api.get("leases", "kube-system", "troupe-scheduler")["spec"]["holderIdentity"]  # type: ignore[index]
+        first, second = (a, b) if leader == "a" else (b, a)
+        api.hang(header=("User-Agent", f"({first.identity}) leader-election"))
+        for i in range(60):  # pods keep coming while the leader's Lease calls hang
+            pod(api, f"p{i}", cpu="100m")
+            time.sleep(0.15)
+        until(lambda: len(bound(api)) == 60, what="every pod bound", timeout=60)
+        assert first.wait(30) == 1, "a replica that lost the Lease exits with 1"
+        by = binds_by(api)
+        assert sum(by.values()) == 60 and api.binds == 60
+        binds = [w for w in api.writes if w.verb == "bind" and w.status < 300]
+        last_first = max(
+            (w.time for w in binds if f"({first.identity})" in w.user_agent), default=0
+        )
+        first_second = min(w.time for w in binds if f"({second.identity})" in w.user_agent)
+        assert last_first < first_second, "two replicas bound at the same time"
+    finally:
+        api.unhang()
+        for t in (a, b):
+            if t.running:
+                t.stop()

@@ -88,7 +88,10 @@ class Troupe:
         self.config_path.write_text(yaml.safe_dump(cfg))
         self.cmd = [sys.executable]
         if prelude:
-            self.cmd += ["-c", prelude + "\nfrom scheduler.cli import main; raise SystemExit(main())"]
+            self.cmd += [
+                "-c",
+                prelude + "\nfrom scheduler.cli import main; raise SystemExit(main())",
+            ]
         else:
             self.cmd += ["-m", "scheduler"]
         self.cmd += [
@@ -161,7 +164,9 @@ class Troupe:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
-            raise AssertionError(f"{self.identity} did not stop on SIGTERM:\n{self.log()}") from None
+            raise AssertionError(
+                f"{self.identity} did not stop on SIGTERM:\n{self.log()}"
+            ) from None
 
     def kill(self) -> None:
         assert self.proc is not None
