@@ -154,6 +154,10 @@ class InterPodAffinity(
             for tk, c in existing
             if tk.matcher.matches(pod)
         )
+        if not aff and not anti and all(int(c.sum()) == 0 for _, c in blocked):
+            # as kube-scheduler: no term of the pod, and no existing pod's anti-affinity
+            # term matches it in a domain that some node carries
+            return None, SKIP
         state.write(_PRE_FILTER_KEY, _FilterState(affinity, first, anti_counts, blocked))
         return None, SUCCESS
 
