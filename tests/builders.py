@@ -71,6 +71,18 @@ class PodBuilder:
         self._spec.setdefault("initContainers", []).append(c)
         return self
 
+    def pod_resources(
+        self, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None
+    ) -> PodBuilder:
+        """Pod-level `spec.resources` (PodLevelResources)."""
+        r: dict[str, Any] = {}
+        if requests is not None:
+            r["requests"] = dict(requests)
+        if limits is not None:
+            r["limits"] = dict(limits)
+        self._spec["resources"] = r
+        return self
+
     def overhead(self, **resources: str | int) -> PodBuilder:
         self._spec["overhead"] = {k.replace("_", "-"): str(v) for k, v in resources.items()}
         return self

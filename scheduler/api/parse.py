@@ -11,13 +11,16 @@ What is computed here, and after what:
   NodeInfo uses it: the sum of the regular containers; init containers in
   order, a restartable one (``restartPolicy: Always``, a sidecar) adding to the
   sum and to the running sidecar total, any other needing its own request plus
-  the sidecars started before it; the result is the max of the two, plus
-  ``spec.overhead``. Zero amounts are left out. Requests missing where a limit
+  the sidecars started before it; the result is the max of the two; pod-level
+  requests (``spec.resources``: cpu, memory, hugepages-*; PodLevelResources, on
+  by default) replace that for the resources they set; plus ``spec.overhead``.
+  Zero amounts are left out. Requests missing where a limit
   is set default to the limit, as the API server's defaulting does (a
   hand-written YAML file has not been through it).
 * Non-zero cpu/memory (scoring) — the same with NonMissingContainerRequests:
   each container that does not state a cpu (memory) request counts 100m
-  (200Mi). A request explicitly set to 0 stays 0, as in kube-scheduler.
+  (200Mi). A request explicitly set to 0 stays 0, as in kube-scheduler. With
+  pod-level requests the defaults apply only to a resource stated nowhere.
 * Priority — spec.priority, else the named PriorityClass's value, else the
   global-default class's (the lowest, if several), else 0. An unknown class
   name gives 0: admission would have refused the pod; we schedule it anyway.
@@ -176,7 +179,7 @@ def _add(into: dict[str, int], res: Mapping[str, int]) -> None:
 
 def _max(into: dict[str, int], res: Mapping[str, int]) -> None:
     for k, v in res.items():
-        if v > into.get(k, 0):
+        if k not in into or v > into[k]:
             into[k] = v
 
 
@@ -195,10 +198,12 @@ def _container_requests(c: Mapping[str, Any], prefix: str, milli: frozenset[str]
 def _combine(
     regular: list[dict[str, int]],
     init: list[tuple[dict[str, int], bool]],
+    pod_level: Mapping[str, int],
     overhead: Mapping[str, int],
 ) -> dict[str, int]:
     """resource.PodRequests over per-container requests; `init` pairs are
-    (requests, is_sidecar) in spec order."""
+    (requests, is_sidecar) in spec order. Resources stated (even as 0) keep
+    their key, as in a v1.ResourceList."""
     total: dict[str, int] = {}
     for r in regular:
         _add(total, r)
@@ -214,16 +219,43 @@ def _combine(
             _add(running, sidecars)
             _max(init_max, running)
     _max(total, init_max)
+    total.update(pod_level)  # pod-level requests replace the containers' sum
     _add(total, overhead)
     return total
 
 
-def _nonzero(req: Mapping[str, int]) -> dict[str, int]:
-    """NonMissingContainerRequests: defaults for a cpu / memory request not stated."""
-    return {
-        CPU: req.get(CPU, DEFAULT_MILLI_CPU_REQUEST),
-        MEMORY: req.get(MEMORY, DEFAULT_MEMORY_REQUEST),
-    }
+def _nonzero(req: Mapping[str, int], defaults: Mapping[str, int]) -> dict[str, int]:
+    """NonMissingContainerRequests: `defaults` for a cpu / memory request not stated."""
+    out = dict(req)
+    for k, v in defaults.items():
+        out.setdefault(k, v)
+    return out
+
+
+def _is_pod_level(name: str) -> bool:
+    """component-helpers IsSupportedPodLevelResource: cpu, memory, hugepages-*."""
+    return name in (CPU, MEMORY) or name.startswith("hugepages-")
+
+
+def _pod_level_requests(
+    spec: Mapping[str, Any],
+    stated: set[str],
+    milli: frozenset[str],
+) -> dict[str, int]:
+    """spec.resources requests of the supported resources. A pod-level limit without
+    a request defaults the request as the API server does (defaultPodRequests): to
+    the limit when no container states a request for it (otherwise the containers'
+    sum, which is what is used anyway)."""
+    res = get_map(spec, "resources", "spec.")
+    if not res:
+        return {}
+    p = "spec.resources."
+    req = {k: v for k, v in resource_list(res, "requests", p, milli).items() if _is_pod_level(k)}
+    if res.get("limits"):
+        for name, v in resource_list(res, "limits", p, milli).items():
+            if _is_pod_level(name) and name not in req and name not in stated:
+                req[name] = v
+    return req
 
 
 def _is_sidecar(c: Mapping[str, Any], prefix: str) -> bool:
@@ -243,14 +275,27 @@ def _requests(
     regular = [_container_requests(c, p, milli) for p, c in containers]
     init = [(_container_requests(c, p, milli), sc) for p, c, sc in inits]
     overhead = resource_list(spec, "overhead", "spec.", milli)
-    total = _combine(regular, init, overhead)
+    stated = {k for r in (*regular, *(r for r, _ in init)) for k in r}
+    pod_level = _pod_level_requests(spec, stated, milli)
+    total = _combine(regular, init, pod_level, overhead)
+    # as kube-scheduler's NodeInfo calculateResource (getNonMissingContainerRequests):
+    # without pod-level requests every container missing a cpu / memory request
+    # counts the default; with them, the default applies only to a resource that
+    # neither the pod nor any container states.
+    defaults = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+    if pod_level:
+        effective = stated | set(pod_level)
+        defaults = {k: v for k, v in defaults.items() if k not in effective}
     nonzero = _combine(
-        [_nonzero(r) for r in regular], [(_nonzero(r), sc) for r, sc in init], overhead
+        [_nonzero(r, defaults) for r in regular],
+        [(_nonzero(r, defaults), sc) for r, sc in init],
+        pod_level,
+        overhead,
     )
     for name, amount in total.items():
         if amount > MAX_AMOUNT:
             raise ParseError("spec", f"total request of {name} is beyond {MAX_AMOUNT}")
-    return {k: v for k, v in total.items() if v}, nonzero[CPU], nonzero[MEMORY]
+    return {k: v for k, v in total.items() if v}, nonzero.get(CPU, 0), nonzero.get(MEMORY, 0)
 
 
 def pod_requests(

@@ -119,3 +119,31 @@ def tolerated_mask(
         nodes.taint_matrix[np.ix_(rows, np.array(cols, dtype=np.intp))], axis=1
     )
     return ~bad
+
+
+def domain_ids(nodes: NodeTable, key: str, rows: IntpArray) -> IntpArray:
+    """The value id of `key` at each of `rows` (negative where a row lacks the key)."""
+    return nodes.label_column(key)[rows].astype(np.intp)
+
+
+def per_domain_sum(nodes: NodeTable, key: str, rows: IntpArray, per_row: np.ndarray) -> np.ndarray:
+    """Sum `per_row` (indexed by row) over the `rows` of each value of `key`.
+
+    The result is indexed by value id and has one entry per value the table
+    knows for `key` (possibly none: no node carries the key).
+    """
+    dom = domain_ids(nodes, key, rows)
+    has = dom >= 0
+    size = len(nodes.label_values.get(key, ()))
+    size = max(size, int(dom[has].max()) + 1 if has.any() else 0)
+    return np.bincount(dom[has], weights=per_row[rows][has], minlength=size)
+
+
+def at_domain(per_domain: np.ndarray, dom: IntpArray, default: float = 0) -> np.ndarray:
+    """`per_domain[dom]` for each entry of `dom`, `default` where `dom` is negative
+    or outside `per_domain`. Never indexes an empty array: a topology key that no
+    node carries gives an empty `per_domain`, and every row gets `default`."""
+    n = len(per_domain)
+    ok = (dom >= 0) & (dom < n)
+    padded = np.append(np.asarray(per_domain), np.asarray([default], dtype=per_domain.dtype))
+    return padded[np.where(ok, dom, n)]

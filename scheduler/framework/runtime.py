@@ -127,11 +127,82 @@ def timed(point: str) -> Callable[[F], F]:
     return deco
 
 
-def plugin_error(name: str, point: str, pod: Pod, e: Exception) -> Status:
-    """A plugin raised: log it with the pod and make it an ERROR status. Bugs in
-    plugins are caught here, at the plugin boundary, and nowhere else."""
-    log.error("plugin %s: %s failed for %s", name, point, pod.key, exc_info=e)
-    return Status(Code.ERROR, (f"{name}: {e}",), name)
+INTERNAL_ERROR: Final = "internal error (see the scheduler's log)"
+
+# The FailedScheduling message for a plugin that raised, by extension point, in
+# kube-scheduler's wording (framework/runtime/framework.go) with the error text
+# replaced: the exception stays in the log, users never see library internals.
+_ERROR_MESSAGES: Final = {
+    "PreEnqueue": 'running PreEnqueue plugin "{plugin}": {error}',
+    "PreFilter": 'running PreFilter plugin "{plugin}": {error}',
+    "Filter": 'running "{plugin}" filter plugin: {error}',
+    "PostFilter": 'running PostFilter plugin "{plugin}": {error}',
+    "PreScore": 'running PreScore plugin "{plugin}": {error}',
+    "Score": 'running Score plugins: plugin "{plugin}" failed with: {error}',
+    "NormalizeScore": (
+        'running Normalize on Score plugins: plugin "{plugin}" failed with: {error}'
+    ),
+    "Reserve": 'running Reserve plugin "{plugin}": {error}',
+    "Permit": 'running Permit plugin "{plugin}": {error}',
+    "PreBind": 'running PreBind plugin "{plugin}": {error}',
+    "Bind": 'bind plugin "{plugin}" failed to bind pod "{pod}": {error}',
+    # no message reaches the pod from these two; the log and the counter remain
+    "Unreserve": 'running Unreserve plugin "{plugin}": {error}',
+    "PostBind": 'running PostBind plugin "{plugin}": {error}',
+}
+
+# How many (pod, plugin, point) triples are remembered so that a pod that keeps
+# hitting the same bug logs its traceback once, not on every retry.
+_LOGGED_LIMIT: Final = 10_000
+
+
+def plugin_error_message(plugin: str, point: str, pod: Pod) -> str:
+    """What the pod's FailedScheduling event and condition say when `plugin` raised."""
+    return _ERROR_MESSAGES[point].format(plugin=plugin, pod=pod.key, error=INTERNAL_ERROR)
+
+
+class PluginErrors:
+    """The plugin boundary's bookkeeping: a plugin that raises is a bug. The
+    exception is logged with its traceback once per pod (later repeats for the
+    same pod, plugin and point log one line), counted by plugin and extension
+    point, and turned into an ERROR status whose message names the plugin but
+    not the exception."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._logged: dict[tuple[str, str, str], None] = {}
+
+    def statistics(self) -> dict[tuple[str, str], int]:
+        """(plugin, extension point) -> how many calls raised."""
+        return dict(self.counts)
+
+    def record(self, plugin: str, point: str, pod: Pod, e: BaseException) -> Status:
+        self.counts[plugin, point] += 1
+        if self.metrics is not None:
+            self.metrics.plugin_errors.labels(plugin, point).inc()
+        key = (pod.uid or pod.key, plugin, point)
+        if key in self._logged:
+            log.error(
+                "plugin %s raised again at %s for pod %s: %s: %s",
+                plugin,
+                point,
+                pod.key,
+                type(e).__name__,
+                e,
+            )
+        else:
+            if len(self._logged) >= _LOGGED_LIMIT:
+                self._logged.pop(next(iter(self._logged)))
+            self._logged[key] = None
+            log.error(
+                "plugin %s raised at %s for pod %s (a bug; the pod is retried with backoff)",
+                plugin,
+                point,
+                pod.key,
+                exc_info=e,
+            )
+        return Status(Code.ERROR, (plugin_error_message(plugin, point, pod),), plugin)
 
 
 def _does_not_implement(name: str, point: str) -> str:
@@ -253,6 +324,7 @@ class Profile:
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.metrics = metrics
+        self.errors = PluginErrors(metrics)
         self.instances: dict[str, Any] = {}
         specs: dict[str, PluginSpec] = {}
         for entries in plugins.values():
@@ -330,7 +402,7 @@ class Profile:
             try:
                 st = p.pre_enqueue(pod)
             except Exception as e:
-                return plugin_error(name, "pre_enqueue", pod, e)
+                return self.errors.record(name, "PreEnqueue", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -346,7 +418,7 @@ class Profile:
             try:
                 result, st = p.pre_filter(state, pod, nodes)
             except Exception as e:
-                return None, plugin_error(name, "pre_filter", pod, e)
+                return None, self.errors.record(name, "PreFilter", pod, e)
             if st.is_skip:
                 state.skip_filter.add(name)
                 continue
@@ -379,7 +451,7 @@ class Profile:
             try:
                 result = p.filter(state, pod, nodes, live_rows)
             except Exception as e:
-                return plugin_error(name, "filter", pod, e)
+                return self.errors.record(name, "Filter", pod, e)
             if state.sample_plugin_metrics and self.metrics is not None:
                 self.metrics.plugin_duration.labels(name, "Filter", "Success").observe(
                     time.perf_counter() - t0
@@ -404,7 +476,7 @@ class Profile:
             try:
                 nominated, st = p.post_filter(state, pod, filtered)
             except Exception as e:
-                return None, plugin_error(name, "post_filter", pod, e)
+                return None, self.errors.record(name, "PostFilter", pod, e)
             if st.is_success:
                 return nominated, st.with_plugin(name)
             if st.code is Code.ERROR or st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -420,7 +492,7 @@ class Profile:
             try:
                 st = p.pre_score(state, pod, nodes, rows)
             except Exception as e:
-                return plugin_error(name, "pre_score", pod, e)
+                return self.errors.record(name, "PreScore", pod, e)
             if st.is_skip:
                 state.skip_score.add(name)
             elif not st.is_success:
@@ -439,10 +511,13 @@ class Profile:
             t0 = time.perf_counter() if state.sample_plugin_metrics else 0.0
             try:
                 s = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
-                if norm is not None:
-                    s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
             except Exception as e:
-                return plugin_error(name, "score", pod, e)
+                return self.errors.record(name, "Score", pod, e)
+            if norm is not None:
+                try:
+                    s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
+                except Exception as e:
+                    return self.errors.record(name, "NormalizeScore", pod, e)
             if state.sample_plugin_metrics and self.metrics is not None:
                 self.metrics.plugin_duration.labels(name, "Score", "Success").observe(
                     time.perf_counter() - t0
@@ -462,7 +537,7 @@ class Profile:
             try:
                 st = p.reserve(state, pod, node)
             except Exception as e:
-                return plugin_error(name, "reserve", pod, e)
+                return self.errors.record(name, "Reserve", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -472,8 +547,8 @@ class Profile:
         for name, p in reversed(self.reserve):
             try:
                 p.unreserve(state, pod, node)
-            except Exception:
-                log.exception("plugin %s: unreserve failed for %s", name, pod.key)
+            except Exception as e:
+                self.errors.record(name, "Unreserve", pod, e)
 
     @timed("Permit")
     def run_permit(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
@@ -483,7 +558,7 @@ class Profile:
             try:
                 st, timeout = p.permit(state, pod, node)
             except Exception as e:
-                return plugin_error(name, "permit", pod, e)
+                return self.errors.record(name, "Permit", pod, e)
             if st.is_wait:
                 timeouts[name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
             elif not st.is_success:
@@ -510,7 +585,7 @@ class Profile:
             try:
                 st = await p.pre_bind(state, pod, node)
             except Exception as e:
-                return plugin_error(name, "pre_bind", pod, e)
+                return self.errors.record(name, "PreBind", pod, e)
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
@@ -521,7 +596,7 @@ class Profile:
             try:
                 st = await p.bind(state, pod, node)
             except Exception as e:
-                return plugin_error(name, "bind", pod, e)
+                return self.errors.record(name, "Bind", pod, e)
             if st.is_skip:
                 continue
             return st.with_plugin(name)
@@ -532,8 +607,8 @@ class Profile:
         for name, p in self.post_bind:
             try:
                 await p.post_bind(state, pod, node)
-            except Exception:
-                log.exception("plugin %s: post_bind failed for %s", name, pod.key)
+            except Exception as e:
+                self.errors.record(name, "PostBind", pod, e)
 
     def sort_key(self, qpi: QueuedPodInfo) -> Any:
         return self.queue_sort.sort_key(qpi)

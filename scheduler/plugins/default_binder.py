@@ -33,4 +33,8 @@ class DefaultBinder(BindPlugin):
             return Status(Code.ERROR, (f"{BIND_CONFLICT}: {e}",), self.NAME)
         except NotFound:
             return Status(Code.ERROR, (f"pod {pod.key} not found",), self.NAME)
+        except Exception as e:
+            # an API failure, not a bug: kube-scheduler's DefaultBinder returns it as
+            # an error status, and the pod is retried with backoff
+            return Status(Code.ERROR, (f"binding {pod.key} to {node}: {e}",), self.NAME)
         return SUCCESS

@@ -17,7 +17,8 @@ from typing import Any, Final, Self
 
 import numpy as np
 
-from scheduler.api.types import Pod, PodAffinityTerm
+from scheduler.api.types import LabelSelector, Pod, PodAffinityTerm, Requirement
+from scheduler.framework.columns import at_domain, domain_ids, per_domain_sum
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
@@ -58,8 +59,8 @@ class _Term:
 
 @dataclass(frozen=True, slots=True)
 class _FilterState:
-    affinity: tuple[tuple[_Term, Int64Array], ...]  # per term, matching pods per domain
-    first_of_group: bool  # no pod matches any affinity term, and the pod matches them all
+    affinity: tuple[tuple[_Term, Int64Array], ...]  # per term, pods matching all terms per domain
+    first_of_group: bool  # no pod matches all affinity terms, and the pod matches them all
     anti: tuple[tuple[_Term, Int64Array], ...]
     existing_anti: tuple[tuple[str, Int64Array], ...]  # (key, blocked pods per domain)
 
@@ -70,19 +71,27 @@ class _ScoreState:
 
 
 def _per_domain(nodes: NodeTable, key: str, per_row: Int64Array) -> Int64Array:
-    """Sum a per-row count over the rows of each value of `key`."""
-    rows = nodes.valid_rows()
-    dom = nodes.label_column(key)[rows]
-    has = dom >= 0
-    size = len(nodes.label_values.get(key, ()))
-    return np.bincount(dom[has], weights=per_row[rows][has], minlength=size).astype(np.int64)
+    """Sum a per-row count over the rows of each value of `key` (empty if no node has it)."""
+    return per_domain_sum(nodes, key, nodes.valid_rows(), per_row).astype(np.int64)
 
 
 def _at(nodes: NodeTable, key: str, per_domain: Any, rows: IntpArray) -> tuple[Any, Any]:
     """(value of the per-domain array at each row's domain, whether the row has the key)."""
-    dom = nodes.label_column(key)[rows]
-    ok = (dom >= 0) & (dom < len(per_domain))
-    return np.where(ok, per_domain[np.where(ok, dom, 0)], 0), dom >= 0
+    dom = domain_ids(nodes, key, rows)
+    return at_domain(per_domain, dom), dom >= 0
+
+
+def _all_terms_matcher(terms: Sequence[_Term]) -> PodMatcher:
+    """The pods that match every term (kube-scheduler's podMatchesAllAffinityTerms):
+    the namespace sets intersected, the selectors' requirements joined."""
+    namespaces: frozenset[str] | None = None
+    requirements: list[Requirement] = []
+    for t in terms:
+        ns = t.matcher.namespaces
+        if ns is not None:
+            namespaces = ns if namespaces is None else namespaces & ns
+        requirements += t.matcher.selector.requirements
+    return PodMatcher(namespaces, LabelSelector(tuple(requirements)))
 
 
 class InterPodAffinity(
@@ -122,9 +131,15 @@ class InterPodAffinity(
         if not aff and not anti and not existing:
             return None, SKIP
         aff_terms = self._terms(pod, aff, nodes)
-        affinity = tuple(
-            (t, _per_domain(nodes, t.key, nodes.match_counts(t.matcher))) for t in aff_terms
-        )
+        # as kube-scheduler interpodaffinity/filtering.go: an existing pod counts for
+        # the required affinity only if it matches all of the pod's terms, and then in
+        # the domain of every term's key on its node.
+        affinity: tuple[tuple[_Term, Int64Array], ...] = ()
+        if aff_terms:
+            all_match = nodes.match_counts(_all_terms_matcher(aff_terms))
+            affinity = tuple((t, _per_domain(nodes, t.key, all_match)) for t in aff_terms)
+        # "the first pod of a collection": no pod matching all terms sits on a node
+        # with the terms' keys, and the pod matches its own terms.
         first = (
             bool(aff_terms)
             and all(int(c.sum()) == 0 for _, c in affinity)
@@ -139,6 +154,10 @@ class InterPodAffinity(
             for tk, c in existing
             if tk.matcher.matches(pod)
         )
+        if not aff and not anti and all(int(c.sum()) == 0 for _, c in blocked):
+            # as kube-scheduler: no term of the pod, and no existing pod's anti-affinity
+            # term matches it in a domain that some node carries
+            return None, SKIP
         state.write(_PRE_FILTER_KEY, _FilterState(affinity, first, anti_counts, blocked))
         return None, SUCCESS
 

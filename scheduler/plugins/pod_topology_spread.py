@@ -32,7 +32,13 @@ from scheduler.api.types import (
     SelectorOp,
     TopologySpreadConstraint,
 )
-from scheduler.framework.columns import map_selector_mask, node_selector_mask, tolerated_mask
+from scheduler.framework.columns import (
+    at_domain,
+    domain_ids,
+    map_selector_mask,
+    node_selector_mask,
+    tolerated_mask,
+)
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
@@ -66,8 +72,9 @@ ZONE: Final = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE: Final = "DoNotSchedule"
 SCHEDULE_ANYWAY: Final = "ScheduleAnyway"
 SYSTEM_DEFAULT_CONSTRAINTS: Final = (
-    TopologySpreadConstraint(3, ZONE, SCHEDULE_ANYWAY, None),
-    TopologySpreadConstraint(5, HOSTNAME, SCHEDULE_ANYWAY, None),
+    # as kube-scheduler podtopologyspread/plugin.go systemDefaultConstraints
+    TopologySpreadConstraint(3, HOSTNAME, SCHEDULE_ANYWAY, None),
+    TopologySpreadConstraint(5, ZONE, SCHEDULE_ANYWAY, None),
 )
 _PRE_FILTER_KEY: Final = "PreFilterPodTopologySpread"
 _PRE_SCORE_KEY: Final = "PreScorePodTopologySpread"
@@ -271,15 +278,17 @@ class PodTopologySpread(
         self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
     ) -> FilterResult:
         s = state.read(_PRE_FILTER_KEY, _FilterState)
+        # as kube-scheduler podtopologyspread/filtering.go: constraints are checked in
+        # order and the first one a node fails gives its reason.
         missing = np.zeros(len(rows), dtype=bool)
         skewed = np.zeros(len(rows), dtype=bool)
         for c, per_domain, lo in zip(s.constraints, s.domain_counts, s.min_match, strict=True):
-            dom = nodes.label_column(c.key)[rows]
+            undecided = ~missing & ~skewed
+            dom = domain_ids(nodes, c.key, rows)
             has = dom >= 0
-            missing |= ~has
-            known = np.where(has & (dom < len(per_domain)), dom, 0)
-            match = np.where(has & (dom < len(per_domain)), per_domain[known], 0)
-            skewed |= has & (match + c.self_match - lo > c.max_skew)
+            missing |= undecided & ~has
+            match = at_domain(per_domain, dom)
+            skewed |= undecided & has & (match + c.self_match - lo > c.max_skew)
         rejected = np.stack([missing, skewed & ~missing], axis=1)
         return FilterResult(
             (ERR_REASON_NODE_LABEL_NOT_MATCH, ERR_REASON_CONSTRAINTS_NOT_MATCH),
@@ -309,6 +318,10 @@ class PodTopologySpread(
             else:
                 dom = nodes.label_column(c.key)[scored]
                 size = len(np.unique(dom[dom >= 0]))
+                # as kube-scheduler podtopologyspread/scoring.go: with system defaults
+                # the nodes lacking the key form one more (empty-valued) domain
+                if not require_all and bool((dom < 0).any()):
+                    size += 1
                 per_domain, _ = self._domain_counts(nodes, all_rows, c, mask)
                 counts.append(per_domain)
             weights.append(math.log(size + 2))
@@ -321,13 +334,12 @@ class PodTopologySpread(
         s = state.read(_PRE_SCORE_KEY, _ScoreState)
         total = np.zeros(len(rows), dtype=np.float64)
         for c, w, per_domain in zip(s.constraints, s.weights, s.domain_counts, strict=True):
-            dom = nodes.label_column(c.key)[rows]
+            dom = domain_ids(nodes, c.key, rows)
             has = dom >= 0
             if c.key == HOSTNAME:
                 cnt = nodes.match_counts(c.matcher)[rows]
             else:
-                ok = has & (dom < len(per_domain))
-                cnt = np.where(ok, per_domain[np.where(ok, dom, 0)], 0)
+                cnt = at_domain(per_domain, dom)
             total += np.where(has, cnt * w + (c.max_skew - 1), 0.0)
         # Go's math.Round: halves away from zero
         return np.floor(total + 0.5).astype(np.int64)

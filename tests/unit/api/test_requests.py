@@ -243,3 +243,89 @@ def test_bad_requests_name_the_field(pod: PodBuilder, field: str) -> None:
     p = parse_pod(pod.obj())
     assert isinstance(p, InvalidObject)
     assert p.message.startswith(field + ": "), p.message
+
+
+# ---- pod-level resources (component-helpers resource.PodRequests, PodLevelResources) ----
+
+POD_LEVEL_CASES = [
+    pytest.param(
+        make_pod("p").req(cpu="1", memory="1Gi").pod_resources({"cpu": "3"}),
+        {"cpu": 3000, "memory": GI},
+        3000,
+        GI,
+        id="pod-level cpu replaces the containers' cpu, memory stays the sum",
+    ),
+    pytest.param(
+        make_pod("p").req(cpu="2").container(cpu="2").pod_resources({"cpu": "1"}),
+        {"cpu": 1000},
+        1000,
+        NZ_MEM * 2,
+        id="pod-level request below the containers' sum wins",
+    ),
+    pytest.param(
+        make_pod("p").pod_resources({"cpu": "1", "memory": "1Gi"}).overhead(cpu="250m"),
+        {"cpu": 1250, "memory": GI},
+        1250,
+        GI,
+        id="overhead is still added",
+    ),
+    pytest.param(
+        make_pod("p").pod_resources({"cpu": "1"}),
+        {"cpu": 1000},
+        1000,
+        NZ_MEM,
+        id="memory stated nowhere gets the scoring default",
+    ),
+    pytest.param(
+        make_pod("p").req(memory="1Gi").container().pod_resources({"cpu": "1"}),
+        {"cpu": 1000, "memory": GI},
+        1000,
+        GI,
+        id="memory stated by one container: no default for the other",
+    ),
+    pytest.param(
+        make_pod("p").pod_resources({"cpu": "0"}),
+        {},
+        0,
+        NZ_MEM,
+        id="pod-level cpu 0 is stated: no cpu default",
+    ),
+    pytest.param(
+        make_pod("p").req(cpu="1").pod_resources(limits={"cpu": "4", "memory": "2Gi"}),
+        {"cpu": 1000, "memory": 2 * GI},
+        1000,
+        2 * GI,
+        id="pod-level limits default the requests no container states",
+    ),
+    pytest.param(
+        make_pod("p")
+        .req(cpu="1")
+        .ext("example.com/gpu", 1)
+        .pod_resources({"example.com/gpu": "4", "cpu": "2"}),
+        {"cpu": 2000, "example.com/gpu": 1},
+        2000,
+        NZ_MEM,
+        id="unsupported pod-level resources are ignored",
+    ),
+    pytest.param(
+        make_pod("p").pod_resources({"hugepages-2Mi": "4Mi", "cpu": "1"}),
+        {"cpu": 1000, "hugepages-2Mi": 4 * MI},
+        1000,
+        NZ_MEM,
+        id="hugepages are pod-level resources",
+    ),
+    pytest.param(
+        make_pod("p").req(cpu="1").init_container(cpu="5").pod_resources({"cpu": "2"}),
+        {"cpu": 2000},
+        2000,
+        NZ_MEM,
+        id="pod-level replaces the init-container max too",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pod", "want", "cpu", "memory"), POD_LEVEL_CASES)
+def test_pod_level_requests(pod: PodBuilder, want: dict[str, int], cpu: int, memory: int) -> None:
+    p = build(pod)
+    assert p.requests == want
+    assert (p.nonzero_cpu, p.nonzero_memory) == (cpu, memory)

@@ -64,28 +64,28 @@ def pod(*images: str) -> PodBuilder:
             pod("gcr.io/40", "gcr.io/250"),
             [("node1", NODE_40_300_2000), ("node2", NODE_250_10)],
             {"node1": 0, "node2": 5},
-            id="two images spread on two nodes, prefer the larger image one",
+            id="upstream: two images spread on two nodes, prefer the larger image one",
         ),
         pytest.param(
             # node1: 100 * ((40M + 300M)/2 - 23M) / (1000M*2 - 23M) = 7
             pod("gcr.io/40", "gcr.io/300"),
             [("node1", NODE_40_300_2000), ("node2", NODE_250_10)],
             {"node1": 7, "node2": 0},
-            id="two images on one node, prefer this node",
+            id="upstream: two images on one node, prefer this node",
         ),
         pytest.param(
             # node1: 4000M/2 >= 1000M*2 -> 100; node2: 10M/2 < 23M -> 0
             pod("gcr.io/10", "gcr.io/4000"),
             [("node1", NODE_4000_30), ("node2", NODE_250_10)],
             {"node1": 100, "node2": 0},
-            id="if exceed limit, use limit",
+            id="upstream: if exceed limit, use limit",
         ),
         pytest.param(
             # node1: 100 * (4000M/3 - 23M) / (1000M*2 - 23M) = 66
             pod("gcr.io/10", "gcr.io/4000"),
             [("node1", NODE_4000_30), ("node2", NODE_250_10), ("node3", [])],
             {"node1": 66, "node2": 0, "node3": 0},
-            id="if exceed limit, use limit (with node which has no images present)",
+            id="upstream: if exceed limit, use limit (with node which has no images present)",
         ),
         pytest.param(
             # node1: 100 * (600M*2/3 + 900M*2/3 - 23M) / (1000M*3 - 23M) = 32
@@ -93,21 +93,22 @@ def pod(*images: str) -> PodBuilder:
             pod("gcr.io/300", "gcr.io/600", "gcr.io/900"),
             [("node1", NODE_600_40_900), ("node2", NODE_300_600_900), ("node3", [])],
             {"node1": 32, "node2": 36, "node3": 0},
-            id="pod with multiple large images, node2 is preferred",
+            id="upstream: pod with multiple large images, node2 is preferred",
         ),
         pytest.param(
             # node1: 100 * (30M + 40M/2 - 23M) / (1000M*2 - 23M) = 1; node2: 30M/2 -> 0
             pod("gcr.io/30", "gcr.io/40"),
             [("node1", NODE_20_30_40), ("node2", NODE_4000_30)],
             {"node1": 1, "node2": 0},
-            id="pod with multiple small images",
+            id="upstream: pod with multiple small images",
         ),
         pytest.param(
             # node1: 100 * (300M/2 - 23M) / (1000M*2 - 23M) = 6 (two containers)
             pod("gcr.io/30").spec(initContainers=[{"name": "i", "image": "gcr.io/300"}]),
             [("node1", NODE_40_300_2000), ("node2", NODE_20_30_40)],
             {"node1": 6, "node2": 0},
-            id="include InitContainers: two images spread on two nodes, prefer the larger one",
+            id="upstream: include InitContainers: two images spread on two nodes, "
+            "prefer the larger one",
         ),
         pytest.param(
             # the same image twice counts twice: 100 * (2 * 2000M/2 - 23M) / (2000M*2 - 23M)

@@ -245,3 +245,100 @@ def test_queueing_hints_move_only_on_helpful_pod_events() -> None:
     guard = make_pod("g").spec(affinity=affinity(anti=[term("web")])).node("n1").build()
     plain = make_pod("q").label("app", "web").build()
     assert pods_reg.hint(plain, guard, None) is QueueingHint.QUEUE  # a blocker left
+
+
+# ---- topology keys that no node carries (these raised IndexError) --------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "existing", "want"),
+    [
+        pytest.param(
+            make_pod("p").label("app", "db").spec(affinity=affinity([term("db", "rack")])),
+            [make_pod("db").label("app", "db").node("n1")],
+            {"n1": AFF, "n2": AFF, "n3": AFF},
+            id="affinity-key-on-no-node",
+        ),
+        pytest.param(
+            make_pod("p").spec(affinity=affinity([term("db"), term("db", "rack")])),
+            [make_pod("db").label("app", "db").node("n1")],
+            {"n1": AFF, "n2": AFF, "n3": AFF},
+            id="one-term-key-present-the-other-absent",
+        ),
+        pytest.param(
+            make_pod("p").spec(affinity=affinity(anti=[term("db", "rack")])),
+            [make_pod("db").label("app", "db").node("n1")],
+            {},
+            id="anti-affinity-key-on-no-node",
+        ),
+        pytest.param(
+            make_pod("p").label("app", "web"),
+            [make_pod("g").spec(affinity=affinity(anti=[term("web", "rack")])).node("n1")],
+            {},
+            id="existing-anti-affinity-key-on-no-node",
+        ),
+        pytest.param(
+            make_pod("p").spec(affinity=affinity([term("db")], anti=[term("db", HOST)])),
+            [make_pod("db").label("app", "db").node("n1")],
+            {"n1": ANTI, "n3": AFF},
+            id="affinity-and-anti-affinity-against-one-existing-pod",
+        ),
+    ],
+)
+def test_filter_with_absent_topology_keys(pod: Any, existing: list[Any], want: Any) -> None:
+    assert filt(pod, existing) == want
+
+
+def test_score_with_absent_topology_keys() -> None:
+    db = [make_pod("db").label("app", "db").node("n1")]
+    got = score(make_pod("p").spec(affinity=affinity(preferred=[(10, term("db", "rack"))])), db)
+    assert got == {"n1": 0, "n2": 0, "n3": 0}
+    friendly = make_pod("f").spec(affinity=affinity(preferred=[(5, term("web", "rack"))]))
+    got = score(make_pod("p").label("app", "web"), [friendly.node("n3")])
+    assert got == {"n1": 0, "n2": 0, "n3": 0}
+
+
+# ---- required affinity: an existing pod counts only if it matches every term ----------
+
+
+def two_terms() -> dict[str, Any]:
+    both = {"labelSelector": {"matchLabels": {"tier": "x"}}, "topologyKey": ZONE}
+    return affinity([term("db"), both])
+
+
+@pytest.mark.parametrize(
+    ("pod", "existing", "want"),
+    [
+        pytest.param(
+            make_pod("p").label("app", "db").label("tier", "x").spec(affinity=two_terms()),
+            [
+                make_pod("a").label("app", "db").node("n1"),
+                make_pod("b").label("tier", "x").node("n3"),
+            ],
+            {},
+            id="no-pod-matches-all-terms-and-the-pod-matches-itself",
+        ),
+        pytest.param(
+            make_pod("p").spec(affinity=two_terms()),
+            [
+                make_pod("a").label("app", "db").node("n1"),
+                make_pod("b").label("tier", "x").node("n3"),
+            ],
+            {"n1": AFF, "n2": AFF, "n3": AFF},
+            id="no-pod-matches-all-terms-and-the-pod-does-not-match-itself",
+        ),
+        pytest.param(
+            make_pod("p").label("app", "db").label("tier", "x").spec(affinity=two_terms()),
+            [
+                make_pod("a").label("app", "db").node("n3"),
+                make_pod("ab").label("app", "db").label("tier", "x").node("n1"),
+            ],
+            {"n3": AFF},
+            id="only-the-pod-matching-all-terms-counts",
+        ),
+    ],
+)
+def test_required_affinity_counts_pods_matching_all_terms(
+    pod: Any, existing: list[Any], want: Any
+) -> None:
+    assert filt(pod, existing) == want

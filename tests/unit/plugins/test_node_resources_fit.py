@@ -1386,3 +1386,50 @@ def test_args_defaults(
     p = NodeResourcesFit.new(args, handle)
     assert tuple((r.name, r.weight) for r in p.args.resources) == want_resources
     assert p.args.isolated == IsolatedCPU()
+
+
+# ---- issue #9: explicit zero requests, pod-level resources ------------------------------
+
+
+def _nodes_1cpu_2000mi() -> list[NodeBuilder]:
+    return [node("node1", "1", "2000Mi"), node("node2", "1", "2000Mi")]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "want"),
+    [
+        # requests stated as 0 get no 100m / 200Mi default (kube applies those only to
+        # absent requests): both nodes are empty to the scorer
+        pytest.param("LeastAllocated", {"node1": 100, "node2": 100}, id="least-allocated"),
+        pytest.param("MostAllocated", {"node1": 0, "node2": 0}, id="most-allocated"),
+    ],
+)
+def test_explicit_zero_requests_get_no_scoring_default(strategy: str, want: dict[str, int]) -> None:
+    zero = {"cpu": "0", "memory": "0"}
+    plugin = fit({"scoringStrategy": {"type": strategy, "resources": DEFAULT}})
+    existing = [make_pod(n).req(**zero).node("node1") for n in ("a", "b")]
+    table = built_table(_nodes_1cpu_2000mi(), existing)
+    assert run_score(plugin, make_pod("p").req(**zero).build(), table) == want
+    # absent requests do get them: node1 carries 2 x (100m, 200Mi), the pod adds its own
+    absent = [make_pod(n).node("node1") for n in ("a", "b")]
+    table = built_table(_nodes_1cpu_2000mi(), absent)
+    got = run_score(plugin, make_pod("p").build(), table)
+    assert got == (
+        {"node1": 70, "node2": 90} if strategy == "LeastAllocated" else {"node1": 30, "node2": 10}
+    )
+
+
+def test_pod_level_cpu_that_does_not_fit_is_rejected() -> None:
+    pod = make_pod("p").req(cpu="100m").pod_resources({"cpu": "5"})
+    table = built_table([node("node1", "4", "8Gi"), node("node2", "8", "8Gi")], [])
+    assert run_filter(fit(), pod.build(), table) == {"node1": ("Insufficient cpu",)}
+    # the containers' sum would have fit everywhere
+    assert run_filter(fit(), make_pod("q").req(cpu="100m").build(), table) == {}
+
+
+def test_pod_level_requests_are_charged_to_the_node() -> None:
+    """An existing pod is charged its pod-level requests, not its containers' sum."""
+    placed = make_pod("a").req(cpu="100m").pod_resources({"cpu": "3"}).node("node1")
+    table = built_table([node("node1", "4", "8Gi")], [placed])
+    pod = make_pod("p").req(cpu="2")
+    assert run_filter(fit(), pod.build(), table) == {"node1": ("Insufficient cpu",)}

@@ -327,15 +327,58 @@ def test_incremental_counts_equal_recounting(ops: list[tuple[int, str, bool]]) -
 
 
 def test_system_defaults_score_with_the_workload_selector() -> None:
-    """A pod without constraints gets kube-scheduler's System defaults (zone maxSkew 3,
-    hostname maxSkew 5, ScheduleAnyway) with the selector of its Services/controller."""
+    """A pod without constraints gets kube-scheduler's System defaults (hostname maxSkew
+    3, zone maxSkew 5, ScheduleAnyway) with the selector of its Services/controller."""
     handle = make_handle()
     handle.lister.selector = WEB  # type: ignore[attr-defined]
     table = table_of([n.build() for n in NODES], [p.build() for p in EXISTING])
     got = run_score(PodTopologySpread.new({}, handle), web("p").build(), table)
-    # zone weight log(2+2), host weight log(4+2); raw n1 = 2*1.386+2 + 1*1.792+4 = 11,
+    # zone weight log(2+2), host weight log(4+2); raw n1 = 2*1.386+4 + 1*1.792+2 = 11,
     # n3 = 9, n4 = 7; normalised 100 * (11 + 7 - s) / 11
     assert got == {"n1": 63, "n2": 63, "n3": 81, "n4": 100}
+
+
+def test_system_default_max_skews_hostname_3_zone_5() -> None:
+    """Only a node with both keys gets the zone constraint's maxSkew - 1: n1 (zone z1,
+    nothing matching) = 0 + 4 (zone) + 0 + 2 (hostname) = 6; n2 (no zone label, one
+    matching pod) = 1 * log(2 + 2) + 2 = 3.39 -> 3; normalised 100 * (6 + 3 - s) / 6."""
+    handle = make_handle()
+    handle.lister.selector = WEB  # type: ignore[attr-defined]
+    table = table_of(
+        [make_node("n1").zone("z1").build(), make_node("n2").build()],
+        [web("e").node("n2").build()],
+    )
+    got = run_score(PodTopologySpread.new({}, handle), web("p").build(), table)
+    assert got == {"n1": 50, "n2": 100}
+
+
+@pytest.mark.parametrize("existing", [[], ["n1"], ["n1", "n2", "n2"]])
+def test_system_defaults_on_nodes_without_zone_labels(existing: list[str]) -> None:
+    """No node carries the zone key: hostname spreading alone decides (this raised
+    IndexError from an empty per-zone array)."""
+    handle = make_handle()
+    handle.lister.selector = WEB  # type: ignore[attr-defined]
+    table = table_of(
+        [make_node("n1").build(), make_node("n2").build()],
+        [web(f"e{i}").node(n).build() for i, n in enumerate(existing)],
+    )
+    got = run_score(PodTopologySpread.new({}, handle), web("p").build(), table)
+    assert got is not None
+    fewer = min(("n1", "n2"), key=existing.count)
+    assert got[fewer] == 100
+    assert all(0 <= v <= 100 for v in got.values())
+
+
+@pytest.mark.parametrize("when", ["DoNotSchedule", "ScheduleAnyway"])
+def test_key_carried_by_no_node(when: str) -> None:
+    table = table_of([n.build() for n in NODES], [p.build() for p in EXISTING])
+    pod = web("p").spec(topologySpreadConstraints=[spread("rack", when=when)]).build()
+    plugin = PodTopologySpread.new({}, make_handle())
+    if when == "DoNotSchedule":
+        missing = (ERR_REASON_NODE_LABEL_NOT_MATCH,)
+        assert run_filter(plugin, pod, table) == {f"n{i}": missing for i in range(1, 5)}
+    else:
+        assert run_score(plugin, pod, table) == {f"n{i}": 0 for i in range(1, 5)}
 
 
 def test_system_defaults_end_to_end() -> None:
