@@ -147,12 +147,6 @@ class Metrics:
             buckets=_exp(0.00001, 1.5, 20),
             registry=r,
         )
-        self.plugin_errors = Counter(
-            "troupe_plugin_errors_total",
-            "Plugin calls that raised (a bug): the pod got an internal error.",
-            ["plugin", "extension_point"],
-            registry=r,
-        )
         self.queue_incoming = Counter(
             "scheduler_queue_incoming_pods",
             "Number of pods added to scheduling queues by event and queue type.",

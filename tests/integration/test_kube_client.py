@@ -1,19 +1,22 @@
-"""KubeClient (the real ClusterClient) against the emulator over HTTP."""
+"""KubeClient (the real ClusterClient) against the embedded API server over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
-import kmock
 import pytest
 from kubernetes import client as k8s
 
 from scheduler.api.types import NodeName, PodKey
-from scheduler.cluster import BindConflict, NotFound
-from scheduler.kube import KubeClient
+from scheduler.cluster import BindConflict, NotFound, NotLeader
+from scheduler.events import ObjectRef
+from scheduler.kube import ApiError, KubeClient
 from scheduler.leader import LeaseConflict, LeaseRecord
-from tests.integration.emulator import TroupeEmulator
+from tests.apiserver import ApiServer
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -24,93 +27,142 @@ POD: dict[str, Any] = {
 
 
 @pytest.fixture
-async def env() -> AsyncIterator[tuple[TroupeEmulator, KubeClient]]:
-    async with TroupeEmulator() as emu, kmock.Server(emu) as srv:
+async def env() -> AsyncIterator[tuple[ApiServer, KubeClient]]:
+    async with ApiServer(podgroups=True) as srv:
         cfg = k8s.Configuration()
-        cfg.host = str(srv.url).rstrip("/")
-        kube = KubeClient(k8s.ApiClient(cfg), backoff=0.01)
+        cfg.host = srv.url
+        kube = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
         try:
-            yield emu, kube
+            yield srv, kube
         finally:
             kube.close()
 
 
-async def create(kube: KubeClient, obj: dict[str, Any]) -> None:
-    await kube.call(
-        "create", lambda: kube.core.create_namespaced_pod("default", obj, _preload_content=False)
-    )  # type: ignore[arg-type]
+def ref(obj: dict[str, Any]) -> ObjectRef:
+    md = obj["metadata"]
+    return ObjectRef("Pod", md["namespace"], md["name"], md["uid"], "v1", md["resourceVersion"])
 
 
-def stored(emu: TroupeEmulator, plural: str, name: str) -> Any:
-    for (res, _, n), obj in emu._objects.items():
-        if res.plural == plural and n == name and not obj.deleted:
-            return obj.raw
-    return None
-
-
-async def test_bind_sets_node_name_once(env: tuple[TroupeEmulator, KubeClient]) -> None:
-    emu, kube = env
-    await create(kube, POD)
-    await kube.bind(PodKey("default/p"), "", NodeName("n1"))
-    assert stored(emu, "pods", "p")["spec"]["nodeName"] == "n1"
+async def test_bind_sets_node_name_once(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    p = srv.create(POD)
+    await kube.bind(PodKey("default/p"), p["metadata"]["uid"], NodeName("n1"))
+    assert srv.get("pods", "default", "p")["spec"]["nodeName"] == "n1"  # type: ignore[index]
     with pytest.raises(BindConflict):
         await kube.bind(PodKey("default/p"), "", NodeName("n2"))
-    assert stored(emu, "pods", "p")["spec"]["nodeName"] == "n1"
+    assert srv.get("pods", "default", "p")["spec"]["nodeName"] == "n1"  # type: ignore[index]
     with pytest.raises(NotFound):
         await kube.bind(PodKey("default/gone"), "", NodeName("n1"))
+    # the writes name this replica
+    assert all("troupe-scheduler/" in w.user_agent and "(test)" in w.user_agent for w in srv.writes)
 
 
-async def test_bind_answered_500_then_201_is_retried(
-    env: tuple[TroupeEmulator, KubeClient],
+async def test_issue14_bind_of_a_recreated_pod_is_a_conflict_and_read_pod_tells(
+    env: tuple[ApiServer, KubeClient],
 ) -> None:
-    emu, kube = env
-    await create(kube, POD)
-    emu.fail_next["/binding"] = [500, 503]
+    srv, kube = env
+    old = srv.create(POD)
+    srv.delete("pods", "default", "p")
+    new = srv.create(POD)
+    assert new["metadata"]["uid"] != old["metadata"]["uid"]
+    with pytest.raises(BindConflict):
+        await kube.bind(PodKey("default/p"), old["metadata"]["uid"], NodeName("n1"))
+    cur = await kube.read_pod(PodKey("default/p"))
+    assert cur is not None and cur["metadata"]["uid"] == new["metadata"]["uid"]
+    assert not cur["spec"].get("nodeName")
+    assert await kube.read_pod(PodKey("default/none")) is None
+
+
+async def test_bind_answered_500_then_201_is_retried(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    srv.create(POD)
+    srv.fail_next["/binding"] = [500, 503]
     await kube.bind(PodKey("default/p"), "", NodeName("n1"))
-    assert emu.binds == 1 and emu.fail_next["/binding"] == []
+    assert srv.binds == 1 and srv.fail_next["/binding"] == []
 
 
-async def test_events_conditions_and_podgroup_status(
-    env: tuple[TroupeEmulator, KubeClient],
-) -> None:
-    emu, kube = env
-    await create(kube, POD)
-    await kube.record_event(
-        PodKey("default/p"),
-        "Warning",
-        "FailedScheduling",
-        "0/1 nodes are available: 1 Insufficient cpu.",
-    )
-    events = [o.raw for (r, _, _), o in emu._objects.items() if r.plural == "events"]
-    assert events and events[0]["reason"] == "FailedScheduling"
-    assert events[0]["involvedObject"]["name"] == "p"
+async def test_issue14_api_errors_carry_no_headers(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    srv.create(POD)
+    srv.fail_next["/binding"] = [500] * 10
+    with pytest.raises(ApiError) as e:
+        await kube.bind(PodKey("default/p"), "", NodeName("n1"))
+    text = str(e.value)
+    assert text.startswith("HTTP 500") and "HTTP response headers" not in text
+    assert "Content-Type" not in text
+
+
+async def test_every_request_has_a_timeout(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    srv.create(POD)
+    kube.writes.timeout = (1.0, 1.0)
+    kube.writes.retries = 0
+    srv.hang("/binding")
+    t0 = time.monotonic()
+    with pytest.raises(Exception):  # noqa: B017 - a transport timeout, whatever its class
+        await kube.bind(PodKey("default/p"), "", NodeName("n1"))
+    assert time.monotonic() - t0 < 10
+    srv.unhang()
+
+
+async def test_issue14_fenced_writes_are_not_sent(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    p = srv.create(POD)
+    kube.fence = lambda: False  # this replica does not lead (or no longer)
+    with pytest.raises(NotLeader):
+        await kube.bind(PodKey("default/p"), "", NodeName("n1"))
+    with pytest.raises(NotLeader):
+        await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "m")
+    await kube.record_event(ref(p), "Warning", "FailedScheduling", "m")  # dropped
+    assert srv.writes == [] and srv.objects("events") == []
+
+
+async def test_events_are_aggregated_as_client_go_does(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    p = srv.create(POD)
+    msg = "0/1 nodes are available: 1 Insufficient cpu."
+    await kube.record_event(ref(p), "Warning", "FailedScheduling", msg, "Scheduling")
+    await kube.record_event(ref(p), "Warning", "FailedScheduling", msg, "Scheduling")
+    await kube.record_event(ref(p), "Warning", "FailedScheduling", msg, "Scheduling")
+    events = srv.objects("events")
+    assert len(events) == 1
+    ev = events[0]
+    assert ev["count"] == 3 and ev["reason"] == "FailedScheduling" and ev["message"] == msg
+    assert ev["involvedObject"]["uid"] == p["metadata"]["uid"]
+    assert ev["reportingComponent"] == "troupe-scheduler"
+    assert ev["reportingInstance"] == "troupe-scheduler-test"
+    assert kube.events_written == 3  # one create, two count patches
+    # an expired (deleted) event is created anew on the next repeat
+    srv.delete("events", "default", ev["metadata"]["name"])
+    await kube.record_event(ref(p), "Warning", "FailedScheduling", msg, "Scheduling")
+    assert [e["count"] for e in srv.objects("events")] == [1]
+
+
+async def test_conditions_and_podgroup_status(env: tuple[ApiServer, KubeClient]) -> None:
+    srv, kube = env
+    srv.create(POD)
     await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "msg")
-    cond = stored(emu, "pods", "p")["status"]["conditions"][0]
+    cond = srv.get("pods", "default", "p")["status"]["conditions"][0]  # type: ignore[index]
     assert (cond["type"], cond["status"], cond["reason"]) == (
         "PodScheduled",
         "False",
         "Unschedulable",
     )
-    await kube.call(
-        "create pg",
-        lambda: kube.custom.create_namespaced_custom_object(
-            "scheduling.x-k8s.io",
-            "v1alpha1",
-            "default",
-            "podgroups",
-            {
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-                "kind": "PodGroup",
-                "metadata": {"name": "g", "namespace": "default"},
-                "spec": {"minMember": 2},
-            },
-        ),
+    srv.create(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minMember": 2},
+        }
     )
-    await kube.patch_pod_group_status("default/g", {"phase": "Scheduled", "scheduled": 2})
-    assert stored(emu, "podgroups", "g")["status"] == {"phase": "Scheduled", "scheduled": 2}
+    await kube.patch_pod_group_status("default/g", {"phase": "Scheduling", "running": 0})
+    assert srv.get("podgroups", "default", "g")["status"] == {"phase": "Scheduling", "running": 0}  # type: ignore[index]
+    with pytest.raises(NotFound):
+        await kube.patch_pod_group_status("default/none", {"phase": "Running"})
 
 
-async def test_lease_create_and_conflict(env: tuple[TroupeEmulator, KubeClient]) -> None:
+async def test_lease_create_update_and_conflicts(env: tuple[ApiServer, KubeClient]) -> None:
     _, kube = env
     lease = kube.lease("kube-system", "troupe-scheduler")
     assert await lease.get() is None
@@ -119,4 +171,33 @@ async def test_lease_create_and_conflict(env: tuple[TroupeEmulator, KubeClient])
     assert got is not None and got.holder == "a" and got.renew_time == 100.0
     with pytest.raises(LeaseConflict):
         await lease.create(LeaseRecord("b", 15, 100.0, 100.0))
-    assert rec.holder == "a"
+    renewed = await lease.update(replace(rec, renew_time=110.0))
+    assert renewed.renew_time == 110.0 and renewed.version != rec.version
+    # an update based on a stale read is refused (resourceVersion precondition)
+    with pytest.raises(LeaseConflict):
+        await lease.update(replace(rec, holder="b", renew_time=120.0))
+    got = await lease.get()
+    assert got is not None and got.holder == "a"
+
+
+async def test_lease_calls_do_not_wait_behind_writes(env: tuple[ApiServer, KubeClient]) -> None:
+    """#14.3: binds hung at the server occupy the writes lane; the Lease lane
+    has its own connection, threads and budget."""
+    srv, kube = env
+    for i in range(8):
+        srv.create({**POD, "metadata": {"name": f"p{i}", "namespace": "default"}})
+    kube.writes.retries = 0
+    srv.hang("/binding")
+    binds = [
+        asyncio.ensure_future(kube.bind(PodKey(f"default/p{i}"), "", NodeName("n1")))
+        for i in range(8)
+    ]
+    await asyncio.sleep(0.2)
+    lease = kube.lease("kube-system", "troupe-scheduler")
+    # While every write thread is stuck, the Lease is still created and read
+    # (behind the writes, this would wait until the binds' timeouts).
+    await asyncio.wait_for(lease.create(LeaseRecord("a", 15, 100.0, 100.0)), 10)
+    assert await asyncio.wait_for(lease.get(), 10) is not None
+    assert not any(b.done() for b in binds)
+    srv.unhang()
+    await asyncio.gather(*binds, return_exceptions=True)
