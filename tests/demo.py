@@ -1,137 +1,141 @@
-"""`make demo`: Troupe against an embedded, emulated Kubernetes API server.
+"""`make demo`: Troupe against an embedded Kubernetes API server.
 
-Starts kmock's Kubernetes emulator (extended in tests/integration/emulator.py
-with the pods/binding subresource) on localhost, loads the nodes, PodGroups
-and pods of manifests/examples/demo-cluster.yaml into it, and runs the real
-operator against it over HTTP: kopf watches, the scheduler schedules, binds
-through pods/binding and writes conditions and PodGroup status. It prints the
-pods as they get bound and the PodGroups as their status changes, and ends by
-itself once nothing has changed for a few seconds; with --keep-running it stays
-up so you can look with kubectl (`kubectl --server URL get pods -A`).
+Starts the embedded API server (tests/apiserver) on localhost, applies the
+repository's CRDs and the nodes, PodGroups and pods of
+manifests/examples/demo-cluster.yaml, writes a kubeconfig for it, and starts
+`troupe run --kubeconfig <that file>` as a child process, exactly as a user
+would start it against a cluster: kopf watches, the scheduler schedules, binds
+through pods/binding and writes conditions, Events and PodGroup status. It
+prints the pods as they get bound and the PodGroups as their status changes,
+and ends by itself once every pod is bound or has a reason and nothing has
+changed for a few seconds; with --keep-running it stays up so you can look with
+kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-import kmock
-from kubernetes import client as k8s
+import yaml
 
-from scheduler import operator
-from scheduler.config import load_config
-from scheduler.kube import WATCHED, KubeClient
-from scheduler.plugins.registry import IN_TREE
 from scheduler.simulate import load_objects
-from tests.integration.emulator import TroupeEmulator
+from tests.apiserver import ApiServer
+from tests.integration.troupe import Troupe
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"
-# kmock 0.8 cannot serve the namespaces resource itself (see the emulator).
-KINDS = tuple(k for k in WATCHED if k != "Namespace")
-PATHS = {
-    "Node": "/api/v1/nodes",
-    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
-    "PodGroup": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
-    "Pod": "/api/v1/namespaces/{ns}/pods",
-}
+ORDER = ("Namespace", "PriorityClass", "Node", "PodGroup", "Pod")
 
 
 def say(msg: str) -> None:
     print(msg, flush=True)
 
 
-async def load(emu: TroupeEmulator, objects: list[dict[str, Any]]) -> None:
-    for kind in ("PriorityClass", "Node", "PodGroup", "Pod"):
+def load(srv: ApiServer, objects: list[dict[str, Any]]) -> None:
+    for crd in sorted((ROOT / "crds").glob("*.yaml")):
+        for doc in yaml.safe_load_all(crd.read_text()):
+            if doc:
+                srv.create(doc)
+    namespaces = {
+        (o.get("metadata") or {}).get("namespace")
+        for o in objects
+        if (o.get("metadata") or {}).get("namespace")
+    }
+    for ns in sorted(namespaces - {"default", "kube-system"}):
+        if srv.get("namespaces", None, ns) is None:
+            srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for kind in ORDER:
         for obj in objects:
-            if obj.get("kind") != kind:
-                continue
-            ns = (obj.get("metadata") or {}).get("namespace") or "default"
-            async with emu.post(PATHS[kind].format(ns=ns), json=obj) as resp:
-                if resp.status >= 300:
-                    raise RuntimeError(f"cannot create {kind}: {await resp.text()}")
+            if obj.get("kind") == kind:
+                o = dict(obj)
+                md = dict(o.get("metadata") or {})
+                for k in ("uid", "resourceVersion", "creationTimestamp"):
+                    md.pop(k, None)  # the API server assigns these
+                o["metadata"] = md
+                srv.create(o)
 
 
-def snapshot(emu: TroupeEmulator) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+def snapshot(srv: ApiServer) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     pods, groups = {}, {}
-    for (res, ns, name), obj in list(emu._objects.items()):
-        if obj.deleted:
-            continue
-        raw = obj.raw
-        if res.plural == "pods":
-            node = (raw.get("spec") or {}).get("nodeName")
-            conds = (raw.get("status") or {}).get("conditions") or []
-            pods[f"{ns}/{name}"] = node or (conds[0]["message"] if conds else "pending")
-        elif res.plural == "podgroups":
-            groups[f"{ns}/{name}"] = dict(raw.get("status") or {})
+    for raw in srv.objects("pods"):
+        md = raw["metadata"]
+        node = (raw.get("spec") or {}).get("nodeName")
+        conds = (raw.get("status") or {}).get("conditions") or []
+        pods[f"{md['namespace']}/{md['name']}"] = node or (
+            conds[0]["message"] if conds else "pending"
+        )
+    for raw in srv.objects("podgroups"):
+        md = raw["metadata"]
+        groups[f"{md['namespace']}/{md['name']}"] = dict(raw.get("status") or {})
     return pods, groups
 
 
-async def demo(args: argparse.Namespace) -> int:
-    config = load_config(args.config, IN_TREE)
+def demo(args: argparse.Namespace) -> int:
     objects = load_objects([str(args.file)])
-    async with TroupeEmulator() as emu, kmock.Server(emu, port=args.port) as srv:
-        url = str(srv.url).rstrip("/")
-        await load(emu, objects)
-        say(f"Embedded Kubernetes API: {url}   (kubectl --server {url} get pods -A)")
-        say(f"Metrics: http://127.0.0.1:{args.metrics_port}/metrics")
-        cfg = k8s.Configuration()
-        cfg.host = url
-        stop = asyncio.Event()
-        run = asyncio.create_task(
-            operator.run(
-                config,
-                KubeClient(k8s.ApiClient(cfg)),
-                server=url,
-                metrics_host="127.0.0.1",
-                metrics_port=args.metrics_port,
-                stop=stop,
-                identity="demo",
-                kinds=KINDS,
-                lease_namespace="default",
-            )
+    srv = ApiServer(port=args.port or 0)
+    with srv.start_in_thread(), tempfile.TemporaryDirectory(prefix="troupe-demo-") as tmp:
+        work = Path(tmp)
+        load(srv, objects)
+        kubeconfig = srv.write_kubeconfig(
+            Path(args.kubeconfig) if args.kubeconfig else work / "kubeconfig"
         )
+        say(f"Embedded Kubernetes API: {srv.url}")
+        say(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
+        config: dict[str, Any] = {}
+        if args.config:
+            config = yaml.safe_load(Path(args.config).read_text()) or {}
+        troupe = Troupe(
+            work,
+            kubeconfig=kubeconfig,
+            identity="troupe-demo",
+            config=config,
+            port=args.metrics_port,
+        )
+        say(f"Metrics: http://127.0.0.1:{args.metrics_port}/metrics")
+        say(f"Starting: troupe run --kubeconfig {kubeconfig}")
         seen_pods: dict[str, str] = {}
         seen_groups: dict[str, dict[str, Any]] = {}
         quiet = 0.0
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + args.timeout
-        while not run.done():
-            await asyncio.sleep(0.25)
-            emu._requests.clear()  # the emulator slows down as its request log grows
-            pods, groups = snapshot(emu)
-            changed = False
-            for key, where in sorted(pods.items()):
-                if seen_pods.get(key) != where:
-                    seen_pods[key] = where
-                    if where == "pending":
-                        continue  # not tried yet
-                    bound = not where.startswith(("0/", "pending", "PodGroup"))
-                    say(f"  pod {key:<28} {'-> ' + where if bound else 'pending: ' + where}")
-                    changed = True
-            for key, st in sorted(groups.items()):
-                if st and seen_groups.get(key) != st:
-                    say(
-                        f"  podgroup {key:<23} phase={st.get('phase')} "
-                        f"running={st.get('running')} succeeded={st.get('succeeded')}"
-                    )
-                    seen_groups[key] = st
-                    changed = True
-            quiet = 0.0 if changed else quiet + 0.25
-            decided = bool(seen_pods) and all(w != "pending" for w in seen_pods.values())
-            if not args.keep_running and ((decided and quiet >= 3.0) or loop.time() > deadline):
-                break
+        deadline = time.monotonic() + args.timeout
+        with troupe:
+            while troupe.running:
+                time.sleep(0.25)
+                pods, groups = snapshot(srv)
+                changed = False
+                for key, where in sorted(pods.items()):
+                    if seen_pods.get(key) != where:
+                        seen_pods[key] = where
+                        if where == "pending":
+                            continue  # not tried yet
+                        bound = not where.startswith(("0/", "pending", "PodGroup"))
+                        say(f"  pod {key:<28} {'-> ' + where if bound else 'pending: ' + where}")
+                        changed = True
+                for key, st in sorted(groups.items()):
+                    if st and seen_groups.get(key) != st:
+                        say(
+                            f"  podgroup {key:<23} phase={st.get('phase')} "
+                            f"running={st.get('running')} succeeded={st.get('succeeded')}"
+                        )
+                        seen_groups[key] = st
+                        changed = True
+                quiet = 0.0 if changed else quiet + 0.25
+                decided = bool(seen_pods) and all(w != "pending" for w in seen_pods.values())
+                if not args.keep_running and (
+                    (decided and quiet >= 3.0) or time.monotonic() > deadline
+                ):
+                    break
+            status = troupe.stop() if troupe.running else troupe.wait()
+        if status != 0:
+            say(f"troupe run exited with {status}:\n{troupe.log()[-3000:]}")
         bound = sum(
             1 for w in seen_pods.values() if not w.startswith(("0/", "pending", "PodGroup"))
         )
         say(f"{bound} of {len(seen_pods)} pods bound; the rest say why they wait.")
-        stop.set()
-        await run
-        return 0 if bound else 1
+        return 0 if bound and status == 0 else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,14 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", default=None)
     ap.add_argument("--port", type=int, default=None, help="API server port (default: any)")
     ap.add_argument("--metrics-port", type=int, default=10259)
+    ap.add_argument(
+        "--kubeconfig", default=None, help="where to write the kubeconfig (default: a temp dir)"
+    )
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument(
         "--keep-running", action="store_true", help="stay up until Ctrl-C so kubectl can look"
     )
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
     try:
-        return asyncio.run(demo(args))
+        return demo(args)
     except KeyboardInterrupt:
         return 0
 

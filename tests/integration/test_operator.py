@@ -333,3 +333,15 @@ def test_issue14_a_leader_that_cannot_renew_stops_binding_before_another_leads(
         for t in (a, b):
             if t.running:
                 t.stop()
+
+
+def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests import demo
+    from tests.integration.troupe import free_port
+
+    assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "Starting: troupe run --kubeconfig" in out
+    assert "7 of 12 pods bound" in out
+    assert "pod ml/trainer                   -> gpu-b1" in out
+    assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out

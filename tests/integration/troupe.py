@@ -69,10 +69,11 @@ class Troupe:
         args: tuple[str, ...] = (),
         env: Mapping[str, str] | None = None,
         prelude: str = "",
+        port: int | None = None,
     ) -> None:
         self.workdir = workdir
         self.identity = identity
-        self.port = free_port()
+        self.port = port or free_port()
         self.log_path = workdir / f"{identity}.log"
         cfg: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
