@@ -428,6 +428,14 @@ class Scheduler:
     def enable_writes(self) -> None:
         """This replica leads now: write what was held back while standing by."""
         self.writes_enabled = True
+        # Statuses computed while standing by were not written: recompute them.
+        for pg in self.cache.pod_groups():
+            event = ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE)
+            for watcher in self.handle.watchers:
+                try:
+                    watcher(event, pg, pg)
+                except Exception:
+                    log.exception("event watcher failed on %s", event)
         held, self._held_reports = self._held_reports, {}
         for key, (ref, message) in held.items():
             if self.invalid.get(key) is None:

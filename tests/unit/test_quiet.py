@@ -162,3 +162,31 @@ def test_issue14_a_standby_writes_nothing_and_a_malformed_pod_is_reported_once()
         assert len(cluster.events) == 2 and cluster.condition_writes == 2
 
     asyncio.run(go())
+
+
+def test_issue14_podgroup_status_patch_failures_are_retried_until_they_land() -> None:
+    """#14.9: status absent 60 s after 6 x 500 with 3 of 3 pods bound."""
+    pg = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "default"},
+        "spec": {"minMember": 3},
+    }
+    pods = [make_pod(f"w-{i}").group("job").req(cpu="1").obj() for i in range(3)]
+    s, cluster, clock = setup([pg, *pods])
+    cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
+    real = cluster.patch_pod_group_status
+    failures = {"left": 6}
+
+    async def flaky(group: str, status: Mapping[str, Any]) -> None:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("HTTP 500 (Internal Server Error)")
+        await real(group, status)
+
+    cluster.patch_pod_group_status = flaky  # type: ignore[method-assign]
+    run_for(s, clock, 120)
+    assert failures["left"] == 0
+    assert all(p["spec"].get("nodeName") for p in cluster.pods.values())
+    status = cluster.pod_groups["default/job"].get("status") or {}
+    assert status.get("phase") == "Scheduling" and "scheduleStartTime" in status

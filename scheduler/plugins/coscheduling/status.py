@@ -21,7 +21,10 @@ them (scheduler-plugins #574).
 A change marks the group dirty; dirty groups are patched on the status
 subresource at most once per `coalesce_seconds`, and only when the status
 differs from what was last written, so a gang of 1000 pods costs a few
-patches, not 1000.
+patches, not 1000. A patch that fails is retried with exponential backoff
+(from `coalesce_seconds` up to `MAX_RETRY_SECONDS`) until it lands; a group
+that is gone is dropped, and a replica that does not lead writes nothing
+(its patches are refused by the client's fence) until it leads.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any, Final
 
 from scheduler.api.types import GroupKey, Pod, PodGroup
 from scheduler.clock import TimerHandle
+from scheduler.cluster import NotFound, NotLeader
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import ClusterEvent, EventResource
 
@@ -42,6 +46,8 @@ log = logging.getLogger(__name__)
 def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+
+MAX_RETRY_SECONDS: Final = 60.0
 
 PHASES: Final = ("Pending", "Scheduling", "Running", "Finished", "Failed")
 """The phases Troupe writes: scheduler-plugins' PodGroupPhase values but Unknown."""
@@ -88,7 +94,9 @@ class PodGroupStatusTracker:
         self._dirty: set[GroupKey] = set()
         self._written: dict[GroupKey, dict[str, Any]] = {}
         self._timer: TimerHandle | None = None
+        self._failures: dict[GroupKey, int] = {}
         self.patches = 0
+        self.failed_patches = 0
         handle.watch(self.on_event)
 
     def on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
@@ -126,9 +134,27 @@ class PodGroupStatusTracker:
     async def _patch(self, key: GroupKey, status: dict[str, Any]) -> None:
         try:
             await self.handle.client.patch_pod_group_status(key, status)
-        except Exception:
-            log.exception("could not patch the status of PodGroup %s", key)
+        except NotFound:
             self._written.pop(key, None)
+            self._failures.pop(key, None)
+            return
+        except NotLeader:
+            self._written.pop(key, None)  # written by whoever leads; again if we do
+            return
+        except Exception as e:
+            self.failed_patches += 1
+            if self._written.get(key) == status:
+                self._written.pop(key, None)
+            n = self._failures.get(key, 0)
+            self._failures[key] = n + 1
+            delay = min(max(self.coalesce_seconds, 0.5) * 2**n, MAX_RETRY_SECONDS)
+            log.warning(
+                "could not patch the status of PodGroup %s (%s); retrying in %.0fs", key, e, delay
+            )
+            clock = self.handle.clock
+            clock.call_at(clock.now() + delay, lambda: self.mark(key))
+            return
+        self._failures.pop(key, None)
 
 
 def _same(current: Mapping[str, object], status: Mapping[str, Any]) -> bool:
