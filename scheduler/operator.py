@@ -33,7 +33,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, Final
 
 import kopf
 
@@ -47,6 +47,9 @@ from scheduler.scheduler import Scheduler
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Mapping[str, Any], bool], None]
+# How long a stopping replica lets its binding cycles finish (within the
+# default 30 s termination grace period of a pod).
+SHUTDOWN_SECONDS: Final = 20
 
 
 def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
@@ -353,13 +356,19 @@ async def run(
     try:
         await stop.wait()
     finally:
-        if election is not None:
-            await election.stop()
+        # Stop scheduling and let the binding cycles in flight end (pods waiting
+        # at Permit are released) while the Lease is still ours, then give the
+        # Lease up: the next leader never overlaps with our last binds.
         for t in tasks:
             if t is not scheduling:
                 t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await scheduler.shutdown()
+        try:
+            await asyncio.wait_for(scheduler.shutdown(), SHUTDOWN_SECONDS)
+        except TimeoutError:
+            log.warning("binding cycles still running after %ds: abandoned", SHUTDOWN_SECONDS)
+        if election is not None:
+            await election.stop()
         kopf_thread.stop()
         kube.close()
         if close_metrics is not None:
