@@ -45,6 +45,14 @@ from scheduler.snapshot import IsolatedCPU, NodeTable, Snapshot, pod_charge
 log = logging.getLogger(__name__)
 
 
+class PodAlreadyInCache(ValueError):
+    """`assume_pod` of a pod the cache holds (bound or assumed): nothing changed."""
+
+    def __init__(self, key: PodKey) -> None:
+        super().__init__(f"pod {key} is in the cache already, so can't be assumed")
+        self.key = key
+
+
 @dataclass(frozen=True, slots=True)
 class CacheStats:
     nodes: int
@@ -162,8 +170,10 @@ class Cache:
     # ---- pods ----------------------------------------------------------------------
 
     def assume_pod(self, pod: Pod, node: NodeName) -> None:
+        """Charge `pod` to `node` ahead of its binding. Raises `PodAlreadyInCache`,
+        changing nothing, if the pod is bound or assumed already."""
         if pod.key in self._pods:
-            raise ValueError(f"pod {pod.key} is in the cache already, so can't be assumed")
+            raise PodAlreadyInCache(pod.key)
         st = _PodState(pod, node, assumed=True)
         self._pods[pod.key] = st
         self._charge(st, +1)

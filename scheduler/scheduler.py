@@ -45,7 +45,7 @@ from scheduler.api.types import (
     PodKey,
     PriorityClass,
 )
-from scheduler.cache import Cache
+from scheduler.cache import Cache, PodAlreadyInCache
 from scheduler.clock import Clock
 from scheduler.cluster import ALREADY_BOUND, ClusterClient
 from scheduler.config import SchedulerConfig
@@ -127,6 +127,10 @@ class SchedulerStats:
     failed_attempts: int
     bind_failures: int
     binding_in_flight: int
+    # Scheduling cycles that raised: logged with the traceback and survived.
+    loop_errors: int = 0
+    # Popped pods dropped because the cache already holds them (bound or assumed).
+    dropped_known: int = 0
 
 
 class Scheduler:
@@ -203,6 +207,11 @@ class Scheduler:
         self._scheduled = 0
         self._failed = 0
         self._bind_failures = 0
+        self._loop_errors = 0
+        self._dropped_known = 0
+        # The pods the current scheduling cycle holds (popped or taken from the
+        # queue), so that a cycle that raises can give them back.
+        self._cycle_pods: list[QueuedPodInfo] = []
         self.group_attempts = 0
         self.group_failures = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -304,6 +313,8 @@ class Scheduler:
             return
         if not self.handles(pod):
             return
+        if self._known_elsewhere(pod):
+            return
         old = self.queue.get(key)
         self.cache.track_pending(pod)
         if pod.deleting:
@@ -321,6 +332,28 @@ class Scheduler:
             self.queue.update(old.pod, pod)
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
         self._notify()
+
+    def _known_elsewhere(self, pod: Pod) -> bool:
+        """Whether a pending pod's event is stale: the cache holds the pod bound.
+
+        A new leader's first list, a replayed watch or a simulator input may show a
+        pod pending after we saw it bound; queueing it would schedule it twice.
+        A different uid under the same name is a re-created pod: the bound one
+        is gone (its delete was missed), so it leaves the cache.
+        """
+        key = pod.key
+        cached = self.cache.pod(key)
+        if cached is None or self.cache.is_assumed(key):
+            return False  # an assumed pod's pending updates are tracked below
+        if pod.uid and cached.uid and pod.uid != cached.uid:
+            log.info("pod %s was re-created (uid %s); dropping the old one", key, pod.uid)
+            self.cache.remove_pod(key)
+            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), cached, None)
+            return False
+        log.info("ignoring a pending event of pod %s: it is bound to %s", key, cached.node_name)
+        if key in self.queue:
+            self.queue.delete(key)
+        return True
 
     def _on_assigned_pod(self, pod: Pod) -> None:
         key = pod.key
@@ -383,16 +416,50 @@ class Scheduler:
     # ---- the scheduling cycle ------------------------------------------------------
 
     def schedule_one(self) -> bool:
-        """Run one scheduling cycle. Returns False when the active queue was empty."""
+        """Run one scheduling cycle. Returns False when the active queue was empty.
+
+        Never raises: a cycle that fails with an exception is logged with its
+        traceback and counted (`statistics().loop_errors`), and the pods it held
+        go back to the backoffQ (or are dropped if the cache holds them now).
+        """
         qpi = self.queue.pop()
         if qpi is None:
             return False
-        pod = qpi.pod
         self.cycle += 1
+        self._cycle_pods = [qpi]
+        try:
+            self._schedule_popped(qpi)
+        except Exception:
+            self._loop_errors += 1
+            log.exception("scheduling cycle %d of pod %s failed", self.cycle, qpi.pod.key)
+            self._give_back(self._cycle_pods)
+        finally:
+            self._cycle_pods = []
+        return True
+
+    def _give_back(self, held: list[QueuedPodInfo]) -> None:
+        """After a cycle raised: requeue with backoff what it held and did not place."""
+        for q in held:
+            key = q.pod.key
+            try:
+                if self.cache.pod(key) is None and self.cache.known_pod(key) is not None:
+                    self.queue.add_backoff(q)
+                self.queue.done(key)
+            except Exception:
+                log.exception("could not requeue pod %s after a failed cycle", key)
+
+    def _schedule_popped(self, qpi: QueuedPodInfo) -> None:
+        pod = qpi.pod
         profile = self.profiles.get(pod.scheduler_name)
         if profile is None or pod.deleting:
             self.queue.done(pod.key)
-            return True
+            return
+        if self.cache.pod(pod.key) is not None:
+            # Bound or assumed already (a stale pending event got it queued).
+            self._dropped_known += 1
+            log.info("dropping pod %s from the queue: the cache holds it already", pod.key)
+            self.queue.done(pod.key)
+            return
         self.cache.update_snapshot(self.snapshot)
         t0 = time.perf_counter()
         group = pod.group_key
@@ -400,7 +467,7 @@ class Scheduler:
             pg = self.cache.pod_group(group)
             if pg is not None and not self._group_admitted(group, pg.min_member):
                 self._schedule_group(profile, qpi, pg.min_member)
-                return True
+                return
         state = CycleState()
         state.sample_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         result = self._schedule_pod(profile, state, pod)
@@ -419,7 +486,6 @@ class Scheduler:
         self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(
             time.perf_counter() - t0
         )
-        return True
 
     def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
         self._failed += 1
@@ -447,10 +513,23 @@ class Scheduler:
     ) -> bool:
         """Assume the pod on `node`, run Reserve and Permit, start its binding cycle."""
         pod = qpi.pod
-        self.cache.assume_pod(pod, node)
-        st = profile.run_reserve(state, pod, node)
-        if st.is_success:
-            st = profile.run_permit(state, pod, node)
+        try:
+            self.cache.assume_pod(pod, node)
+        except PodAlreadyInCache:
+            self._dropped_known += 1
+            log.info("not assuming pod %s: the cache holds it already", pod.key)
+            self.queue.done(pod.key)
+            return False
+        try:
+            st = profile.run_reserve(state, pod, node)
+            if st.is_success:
+                st = profile.run_permit(state, pod, node)
+        except BaseException:
+            # Nothing may stay assumed without a binding cycle to confirm or forget it.
+            with contextlib.suppress(Exception):
+                profile.run_unreserve(state, pod, node)
+            self.cache.forget_pod(pod.key)
+            raise
         if not (st.is_success or st.is_wait):
             profile.run_unreserve(state, pod, node)
             self.cache.forget_pod(pod.key)
@@ -488,7 +567,14 @@ class Scheduler:
             for p in self.cache.pods_in_group(group)
             if p.key != first.pod.key and p.key in self.queue
         ]
-        members.extend(self.queue.take(others))
+        taken = self.queue.take(others)
+        self._cycle_pods.extend(taken)
+        for q in taken:
+            if self.cache.pod(q.pod.key) is not None:
+                self._dropped_known += 1
+                self.queue.done(q.pod.key)
+            else:
+                members.append(q)
         members.sort(key=profile.sort_key)
         placed_before = sum(
             1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
@@ -801,11 +887,15 @@ class Scheduler:
         """Schedule until `stop` is set (real clock)."""
         self._wakeup = asyncio.Event()
         while not stop.is_set():
-            self.queue.flush()
-            for expired in self.cache.cleanup_expired():
-                log.warning("assumed pod %s expired before its binding was confirmed", expired)
+            try:
+                self.queue.flush()
+                for expired in self.cache.cleanup_expired():
+                    log.warning("assumed pod %s expired before its binding was confirmed", expired)
+            except Exception:
+                self._loop_errors += 1
+                log.exception("queue flush or cache cleanup failed")
             worked = 0
-            while self.schedule_one():
+            while self.schedule_one():  # never raises
                 worked += 1
                 if worked % 64 == 0:
                     await asyncio.sleep(0)
@@ -856,7 +946,13 @@ class Scheduler:
 
     def statistics(self) -> SchedulerStats:
         return SchedulerStats(
-            self.cycle, self._scheduled, self._failed, self._bind_failures, len(self._tasks)
+            self.cycle,
+            self._scheduled,
+            self._failed,
+            self._bind_failures,
+            len(self._tasks),
+            self._loop_errors,
+            self._dropped_known,
         )
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.api.types import NodeName, PodKey
-from scheduler.cache import Cache
+from scheduler.cache import Cache, PodAlreadyInCache
 from scheduler.clock import VirtualClock
 from scheduler.snapshot import Snapshot
 from tests.builders import make_node, make_pod
@@ -48,8 +48,21 @@ def test_assume_twice_raises() -> None:
     c.add_node(make_node("n").build())
     pod = make_pod("p").build()
     c.assume_pod(pod, NodeName("n"))
-    with pytest.raises(ValueError, match="can't be assumed"):
+    with pytest.raises(PodAlreadyInCache, match="can't be assumed"):
         c.assume_pod(pod, NodeName("n"))
+
+
+def test_issue14_assume_of_a_bound_pod_raises_and_changes_nothing() -> None:
+    c = Cache(VirtualClock())
+    c.add_node(make_node("n").build())
+    c.add_node(make_node("m").build())
+    c.add_pod(make_pod("p").req(cpu="1").node("n").build())
+    before = c.table.requested.copy()
+    with pytest.raises(PodAlreadyInCache):
+        c.assume_pod(make_pod("p").req(cpu="1").build(), NodeName("m"))
+    assert (c.table.requested == before).all()
+    assert not c.is_assumed(PodKey("default/p")) and c.pod_node(PodKey("default/p")) == "n"
+    assert (c.recompute_requested() == c.table.requested).all()
 
 
 def test_assumed_pod_expires_after_ttl_once_binding_finished() -> None:

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
-from scheduler.api.types import PodKey
+from scheduler.api.types import NodeName, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import BindConflict, InMemoryCluster
 from scheduler.config import default_config, parse_config
+from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.registry import IN_TREE
 from scheduler.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 from tests.builders import make_node, make_pod
@@ -189,3 +190,129 @@ def test_two_profiles_by_scheduler_name() -> None:
 
 def test_default_config_has_one_profile() -> None:
     assert [p.scheduler_name for p in default_config(IN_TREE).profiles] == ["troupe-scheduler"]
+
+
+# ---- issue #14: a pod the cache holds is never queued again; no cycle escapes --------
+
+
+def test_issue14_stale_pending_event_of_a_bound_pod_is_not_queued() -> None:
+    """A new leader's list replays a pod pending after we saw it bound."""
+    s, cluster = make(2)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        s.schedule_one()
+        await s.settle()
+        node = cluster.pods[key]["spec"]["nodeName"]
+        assert s.cache.pod(key) is not None and not s.cache.is_assumed(key)
+        stale = make_pod("p").req(cpu="1").obj()  # no nodeName: the old pending version
+        for _ in range(3):
+            s.on_pod(stale)
+        assert key not in s.queue
+        assert s.schedule_one() is False
+        await s.settle()
+        assert cluster.binds == 1 and cluster.pods[key]["spec"]["nodeName"] == node
+        s.cache.update_snapshot(s.snapshot)
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+        assert s.statistics().loop_errors == 0
+
+    asyncio.run(go())
+
+
+def test_issue14_popped_pod_already_in_the_cache_is_dropped() -> None:
+    s, cluster = make(2)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        assert key in s.queue
+        # The bound pod reaches the cache while the pod is still queued (a race
+        # between the informer and the queue): the cycle must drop it.
+        s.cache.add_pod(make_pod("p").req(cpu="1").node("n001").build())
+        assert s.schedule_one() is True
+        await s.settle()
+        stats = s.statistics()
+        assert stats.dropped_known == 1 and stats.loop_errors == 0
+        assert cluster.binds == 0 and key not in s.queue
+        s.cache.update_snapshot(s.snapshot)
+        assert s.cache.recompute_requested().tolist() == s.cache.table.requested.tolist()
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+
+    asyncio.run(go())
+
+
+def test_issue14_recreated_pod_with_a_new_uid_replaces_the_bound_one() -> None:
+    s, cluster = make(1)
+
+    async def go() -> None:
+        s.on_pod(make_pod("p").req(cpu="1").node("n000").obj())
+        old = s.cache.pod(PodKey("default/p"))
+        assert old is not None
+        obj = make_pod("p").req(cpu="1").obj()
+        obj["metadata"]["uid"] = "new-uid"
+        cluster.pods["default/p"] = obj
+        s.on_pod(obj)
+        assert "default/p" in s.queue
+        s.schedule_one()
+        await s.settle()
+        assert cluster.binds == 1
+        s.cache.update_snapshot(s.snapshot)
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+
+    asyncio.run(go())
+
+
+def test_issue14_an_exception_in_a_cycle_is_counted_and_survived() -> None:
+    s, cluster = make(2)
+    clock = s.clock
+    assert isinstance(clock, VirtualClock)
+    real = s.cache.update_snapshot
+    calls = {"n": 0}
+
+    def flaky(snapshot: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        real(snapshot)  # type: ignore[arg-type]
+
+    s.cache.update_snapshot = flaky  # type: ignore[method-assign]
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        other = add_pod(s, cluster, "q", cpu="1")
+        assert s.schedule_one() is True  # raised inside: logged, counted, survived
+        assert s.statistics().loop_errors == 1
+        first = key if s.queue.where(key) == "backoffQ" else other
+        assert s.queue.where(first) == "backoffQ"
+        assert not s.queue.in_flight(first)
+        assert s.schedule_one() is True  # the loop carries on with the other pod
+        await s.settle()
+        clock.advance_by(2)
+        s.queue.flush()
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.binds == 2
+        assert all(cluster.pods[k]["spec"].get("nodeName") for k in (key, other))
+        assert s.statistics().loop_errors == 1
+
+    asyncio.run(go())
+
+
+def test_issue14_assume_of_a_pod_in_the_cache_is_handled_by_the_cycle() -> None:
+    """Even if the early check is bypassed, assume_pod's specific error is handled:
+    the pod is dropped, nothing is charged twice, nothing escapes."""
+    s, cluster = make(1)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        qpi = s.queue.pop()
+        assert qpi is not None
+        s.cache.add_pod(make_pod("p").req(cpu="1").node("n000").build())
+        profile = s.profiles[qpi.pod.scheduler_name]
+        assert s._commit(profile, CycleState(), qpi, NodeName("n000")) is False
+        await s.settle()
+        assert cluster.binds == 0 and key not in s.queue
+        assert s.statistics().dropped_known == 1
+        assert s.cache.recompute_requested().tolist() == s.cache.table.requested.tolist()
+
+    asyncio.run(go())
