@@ -63,6 +63,7 @@ from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
+from scheduler.plugins.coscheduling.core import placed_members
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue import FifoFallback, SchedulingQueue
 from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
@@ -546,10 +547,7 @@ class Scheduler:
 
     def _group_admitted(self, group: GroupKey, min_member: int) -> bool:
         """Whether minMember of the group are already bound or assumed (placed)."""
-        placed = sum(
-            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
-        )
-        return placed >= min_member
+        return placed_members(self.cache, self.waiting_pods, group) >= min_member
 
     def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
@@ -576,9 +574,7 @@ class Scheduler:
             else:
                 members.append(q)
         members.sort(key=profile.sort_key)
-        placed_before = sum(
-            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
-        )
+        placed_before = placed_members(self.cache, self.waiting_pods, group)
         snap = self.snapshot
         placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
         failures: list[tuple[QueuedPodInfo, FitError | Status]] = []

@@ -16,8 +16,9 @@ from typing import Final
 import numpy as np
 
 from scheduler.api.types import GroupKey, Pod, PodGroup
-from scheduler.framework.handle import Handle
+from scheduler.framework.handle import ClusterLister, Handle
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.waiting_pods import WaitingPods
 
 NAME: Final = "Coscheduling"
 
@@ -27,6 +28,26 @@ class CoschedulingArgs:
     permit_waiting_time_seconds: float = 60.0
     pod_group_backoff_seconds: float = 0.0
     status_coalesce_seconds: float = 1.0
+
+
+def placed_members(lister: ClusterLister, waiting: WaitingPods, key: GroupKey) -> int:
+    """How many of a group's members hold a place: bound, or assumed and not rejected.
+
+    A member rejected at Permit (PostFilter's optimistic rejection, a sibling's
+    Unreserve, a timeout) stays assumed until its binding cycle runs and forgets
+    it; counting it meanwhile would let a later member pass Permit on a quorum
+    that no longer exists and bind below minMember (issue #14).
+    """
+    n = 0
+    for p in lister.pods_in_group(key):
+        if lister.pod(p.key) is None:
+            continue
+        if lister.is_assumed(p.key):
+            wp = waiting.get(p.key)
+            if wp is not None and wp.rejected:
+                continue
+        n += 1
+    return n
 
 
 class PodGroupManager:
@@ -49,8 +70,7 @@ class PodGroupManager:
 
     def placed(self, key: GroupKey) -> int:
         """Members bound or assumed (kube's CalculateAssignedPods, assumed included)."""
-        lister = self.handle.lister
-        return sum(1 for p in lister.pods_in_group(key) if lister.pod(p.key) is not None)
+        return placed_members(self.handle.lister, self.handle.waiting_pods, key)
 
     def waiting(self, key: GroupKey) -> Iterable[object]:
         return [wp for wp in self.handle.waiting_pods if wp.pod.group_key == key]
