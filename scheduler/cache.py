@@ -40,7 +40,15 @@ from scheduler.api.types import (
     Workload,
 )
 from scheduler.clock import Clock
-from scheduler.snapshot import IsolatedCPU, NodeTable, Snapshot, pod_charge
+from scheduler.snapshot import (
+    INT64_MAX,
+    INT64_MIN,
+    IsolatedCPU,
+    NodeTable,
+    Snapshot,
+    check_node,
+    pod_charge,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +115,9 @@ class Cache:
         return (t.capacity, len(t.resources), len(t.taint_list), len(t.labels))
 
     def add_node(self, node: Node) -> None:
+        """Add (or update) a node. Raises ValueError, changing nothing, for a node
+        that no row can hold (an amount beyond int64; the parser refuses those)."""
+        check_node(node)
         if node.name in self._nodes:
             self.update_node(node)
             return
@@ -121,6 +132,7 @@ class Cache:
                 self._charge(st, +1)
 
     def update_node(self, node: Node) -> None:
+        check_node(node)
         row = self.table.row_of.get(node.name)
         if row is None:
             self.add_node(node)
@@ -374,16 +386,32 @@ class Cache:
         return out
 
     def recompute_requested(self) -> np.ndarray:
-        """Requested columns recomputed from every charged pod (tests compare)."""
+        """Requested columns recomputed from every charged pod (tests compare), held
+        as the table holds them: a sum beyond int64 at the nearest bound."""
         t = self.table
-        req = np.zeros_like(t.requested)
+        exact: dict[tuple[int, int], int] = {}
         for st in self._pods.values():
             if not st.charged:
                 continue
             row = t.row_of[st.node]
             for r, v in pod_charge(st.pod, self.isolated).resources.items():
-                req[row, t.col[r]] += v
+                cell = (row, t.col[r])
+                exact[cell] = exact.get(cell, 0) + v
+        req = np.zeros_like(t.requested)
+        for (row, col), v in exact.items():
+            req[row, col] = min(max(v, INT64_MIN), INT64_MAX)
         return req
+
+    def requested_exact(self) -> dict[tuple[str, str], int]:
+        """Every non-zero requested amount, exactly, by (node, resource)."""
+        t = self.table
+        out: dict[tuple[str, str], int] = {}
+        for row in t.valid_rows().tolist():
+            for r, c in t.col.items():
+                v = t.requested_exact(row, c)
+                if v:
+                    out[(t.names[row], r)] = v
+        return out
 
     def statistics(self) -> CacheStats:
         return CacheStats(

@@ -284,6 +284,14 @@ class Scheduler:
         node = parse_node(obj, self.milli)
         if isinstance(node, InvalidObject):
             self._report_invalid(node)
+            # A node we cannot read is not one we place pods on: a known node
+            # updated to an unreadable state leaves scheduling (its pods stay
+            # known and are charged again when a readable version arrives).
+            # kube's admission would have refused such an update.
+            gone = self.cache.node(node.name)
+            if gone is not None:
+                self.cache.remove_node(node.name)
+                self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), gone, None)
             return
         self.invalid.pop(node.name, None)
         old = self.cache.node(node.name)

@@ -247,10 +247,28 @@ def _requests(
     nonzero = _combine(
         [_nonzero(r) for r in regular], [(_nonzero(r), sc) for r, sc in init], overhead
     )
+    # Each amount fits int64; the pod's total (what the cache charges) must too,
+    # or kube's int64 accounting would overflow: such a pod is invalid, checked
+    # before anything is charged. The milli resources (cpu and the isolated
+    # one) together, since an isolated pod's cpu is charged to the other.
     for name, amount in total.items():
         if amount > MAX_AMOUNT:
-            raise ParseError("spec", f"total request of {name} is beyond {MAX_AMOUNT}")
+            raise _too_large(name, amount)
+    milli_sum = sum(v for k, v in total.items() if k in milli)
+    if milli_sum > MAX_AMOUNT:
+        raise _too_large("+".join(sorted(k for k in total if k in milli)), milli_sum)
+    for name, amount in ((CPU, nonzero[CPU]), (MEMORY, nonzero[MEMORY])):
+        if amount > MAX_AMOUNT:
+            raise _too_large(name, amount)
     return {k: v for k, v in total.items() if v}, nonzero[CPU], nonzero[MEMORY]
+
+
+def _too_large(name: str, amount: int) -> ParseError:
+    return ParseError(
+        f"spec.containers[*].resources.requests.{name}",
+        f"Invalid value: the pod's total request of {name} ({amount} in scaled units) "
+        f"must be at most {MAX_AMOUNT}",
+    )
 
 
 def pod_requests(

@@ -316,3 +316,47 @@ def test_issue14_assume_of_a_pod_in_the_cache_is_handled_by_the_cycle() -> None:
         assert s.cache.recompute_requested().tolist() == s.cache.table.requested.tolist()
 
     asyncio.run(go())
+
+
+def test_issue14_node_updated_to_absurd_values_leaves_scheduling() -> None:
+    """A cordoned, tainted node whose allocatable goes beyond int64: no half-written
+    row, no ghost row per update, no pod lands on it; a readable version brings it
+    back in one row."""
+    s, cluster = make(0)
+
+    def node(alloc: dict[str, str]) -> dict[str, object]:
+        obj = make_node("big").taint("dedicated", "x").unschedulable().obj()
+        obj["status"]["allocatable"] = alloc
+        return obj
+
+    async def go() -> None:
+        s.on_node(make_node("small").capacity(cpu="1", memory="1Gi", pods="10").obj())
+        s.on_node(node({"cpu": "64", "memory": "64Gi", "pods": "110"}))
+        assert s.cache.table.num_nodes == 2
+        for alloc in (
+            {"cpu": "1e30", "memory": "64Gi", "pods": "110"},
+            {"cpu": "64", "memory": "8Ei", "pods": "110"},
+            {"cpu": "64", "memory": "10Ei", "pods": "110"},
+        ):
+            for _ in range(3):
+                s.on_node(node(alloc))
+                t = s.cache.table
+                assert (t.num_nodes, len(t.valid_rows())) == (1, 1)
+                assert s.cache.node("big") is None
+                assert s.invalid["big"].message.startswith("status.allocatable.")
+        for i in range(7):
+            obj = make_pod(f"p{i}").req(cpu="2").toleration("dedicated", "x", "NoSchedule").obj()
+            cluster.pods[f"default/p{i}"] = obj
+            s.on_pod(obj)
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.binds == 0  # small is too small; big is not a node now
+        s.on_node(node({"cpu": "64", "memory": "64Gi", "pods": "110"}))
+        t = s.cache.table
+        assert (t.num_nodes, len(t.valid_rows())) == (2, 2)
+        row = t.row_of["big"]
+        assert t.unschedulable[row] and t.taint_matrix[row].any()
+        assert "big" not in s.invalid
+
+    asyncio.run(go())
