@@ -13,8 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
 from scheduler.api.types import GroupKey, Pod, PodGroup
 from scheduler.framework.handle import ClusterLister, Handle
 from scheduler.framework.status import SUCCESS, Code, Status
@@ -124,7 +122,8 @@ class PodGroupManager:
             c = nodes.col.get(resource)
             free = 0
             if c is not None:
-                free = int(np.sum(nodes.allocatable[rows, c] - nodes.requested[rows, c]))
+                # Summed as Python ints: many large nodes would overflow an int64 sum.
+                free = sum((nodes.allocatable[rows, c] - nodes.requested[rows, c]).tolist())
             if free + own.get(resource, 0) < want:
                 return Status(
                     Code.UNSCHEDULABLE,
