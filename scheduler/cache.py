@@ -93,6 +93,7 @@ class Cache:
         self._on_missing_node: dict[str, set[PodKey]] = {}
         self._pending: dict[PodKey, Pod] = {}
         self._groups: dict[GroupKey, PodGroup] = {}
+        self._invalid_groups: dict[GroupKey, str] = {}
         self._workloads: dict[tuple[str, str, str], Workload] = {}
         self._group_pods: dict[GroupKey, set[PodKey]] = {}
         self._dirty: set[int] = set()
@@ -334,12 +335,25 @@ class Cache:
 
     def add_pod_group(self, pg: PodGroup) -> None:
         self._groups[pg.key] = pg
+        self._invalid_groups.pop(pg.key, None)
 
     def update_pod_group(self, pg: PodGroup) -> None:
         self._groups[pg.key] = pg
+        self._invalid_groups.pop(pg.key, None)
 
     def remove_pod_group(self, key: GroupKey) -> None:
         self._groups.pop(key, None)
+        self._invalid_groups.pop(key, None)
+
+    def set_invalid_pod_group(self, key: GroupKey, message: str) -> None:
+        """A PodGroup that exists but cannot be read: its members wait, and say why
+        (not "not found"). A readable version that was known is dropped."""
+        self._groups.pop(key, None)
+        self._invalid_groups[key] = message
+
+    def invalid_pod_group(self, key: GroupKey) -> str | None:
+        """Why the PodGroup `key` is invalid (the field and the problem), if it is."""
+        return self._invalid_groups.get(key)
 
     def pod_groups(self) -> list[PodGroup]:
         return list(self._groups.values())

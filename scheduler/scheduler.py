@@ -65,6 +65,7 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
 from scheduler.plugins.coscheduling.core import placed_members
 from scheduler.plugins.registry import IN_TREE
+from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.queue import FifoFallback, SchedulingQueue
 from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
 
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+SCHEDULING_GATES: Final = SchedulingGates.NAME
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -203,6 +205,8 @@ class Scheduler:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.invalid: dict[str, InvalidObject] = {}
         self.last_failure: dict[PodKey, str] = {}
+        # The PreEnqueue rejection last written on each gated pod (see _report_gate).
+        self._gate_reported: dict[PodKey, str] = {}
         self.next_start_node_index = 0
         self.cycle = 0
         self._scheduled = 0
@@ -224,7 +228,27 @@ class Scheduler:
         return pod.scheduler_name in self.profiles
 
     def _pre_enqueue(self, pod: Pod) -> Status:
-        return self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+        st = self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+        self._report_gate(pod.key, st)
+        return st
+
+    def _report_gate(self, key: PodKey, st: Status) -> None:
+        """Say on the pod why PreEnqueue keeps it waiting (a missing or invalid
+        PodGroup...): PodScheduled=False, reason Unschedulable, and an event, once
+        per change of the message, however often the pod's events repeat.
+        SchedulingGates is left out: the pod's own spec says why it waits."""
+        if st.is_success or st.plugin == SCHEDULING_GATES:
+            self._gate_reported.pop(key, None)
+            return
+        message = st.message or f"rejected by PreEnqueue plugin {st.plugin}"
+        if self._gate_reported.get(key) == message:
+            return
+        try:
+            self._spawn(self._report_failure(key, message))
+        except RuntimeError:  # no running loop (a synchronous caller): next time
+            return
+        self._gate_reported[key] = message
+        self.last_failure[key] = message
 
     def _activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)
@@ -366,6 +390,7 @@ class Scheduler:
 
     def _on_assigned_pod(self, pod: Pod) -> None:
         key = pod.key
+        self._gate_reported.pop(key, None)
         if key in self.queue:
             self.queue.delete(key)
         self.cache.untrack_pending(key)
@@ -384,6 +409,7 @@ class Scheduler:
 
     def _on_pod_deleted(self, pod: Pod) -> None:
         key = pod.key
+        self._gate_reported.pop(key, None)
         self.queue.delete(key)
         self.cache.untrack_pending(key)
         wp = self.waiting_pods.get(key)
@@ -400,7 +426,7 @@ class Scheduler:
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pg = parse_pod_group(obj)
         if isinstance(pg, InvalidObject):
-            self._report_invalid(pg)
+            self._on_invalid_pod_group(pg, deleted)
             return
         old = self.cache.pod_group(pg.key)
         if deleted:
@@ -414,6 +440,23 @@ class Scheduler:
             action = ActionType.UPDATE
         self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
+
+    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool) -> None:
+        """An unreadable PodGroup: its members wait and say why ("is invalid:
+        spec.minMember: ..."), not "not found"; a readable version known before
+        stops being used."""
+        key = GroupKey(bad.key)
+        old = self.cache.pod_group(key)
+        if deleted:
+            self.cache.remove_pod_group(key)
+            self.invalid.pop(bad.key, None)
+        else:
+            self._report_invalid(bad)
+            self.cache.set_invalid_pod_group(key, bad.message)
+        if old is not None:
+            self._emit(ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE), old, None)
+        # Members gated on the group run PreEnqueue again, so their reason changes.
+        self._activate(p.key for p in self.cache.pods_in_group(key))
 
     def _report_invalid(self, bad: InvalidObject) -> None:
         log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)

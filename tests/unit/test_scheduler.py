@@ -360,3 +360,113 @@ def test_issue14_node_updated_to_absurd_values_leaves_scheduling() -> None:
         assert "big" not in s.invalid
 
     asyncio.run(go())
+
+
+# ---- issue #14: a missing or invalid PodGroup is said on the pod, once per change -----
+
+
+class CountingCluster(InMemoryCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.condition_writes: list[tuple[str, str, str]] = []
+
+    async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
+        self.condition_writes.append((pod, reason, message))
+        await super().set_pod_condition(pod, status, reason, message)
+
+
+def gang_scheduler() -> tuple[Scheduler, CountingCluster]:
+    cluster = CountingCluster()
+    s = Scheduler(default_config(IN_TREE), cluster, VirtualClock())
+    cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
+    s.on_node(make_node("n").build().raw)  # type: ignore[arg-type]
+    return s, cluster
+
+
+def pod_group(min_member: object) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": min_member},
+    }
+
+
+@pytest.mark.parametrize(
+    ("min_member", "problem"),
+    [
+        (0, "spec.minMember: Invalid value: 0: must be greater than or equal to 1"),
+        (-3, "spec.minMember: Invalid value: -3: must be greater than or equal to 1"),
+        (1.5, "spec.minMember: Invalid value: 1.5: must be an integer"),
+        ("two", 'spec.minMember: Invalid value: "two": must be an integer'),
+    ],
+)
+def test_issue14_pod_of_an_invalid_podgroup_says_invalid_once(
+    min_member: object, problem: str
+) -> None:
+    s, cluster = gang_scheduler()
+    key = PodKey("default/p")
+    want = f'PodGroup "default/g" is invalid: {problem}'
+
+    async def go() -> None:
+        s.on_pod_group(pod_group(min_member))
+        obj = make_pod("p").group("g").req(cpu="1").obj()
+        cluster.pods[key] = obj
+        for _ in range(10):  # the same pod event again and again
+            s.on_pod(obj)
+            await s.settle()
+        assert s.schedule_one() is False
+        await s.settle()
+        assert cluster.condition_writes == [(key, "Unschedulable", want)]
+        assert [(e.reason, e.message) for e in cluster.events] == [("FailedScheduling", want)]
+        assert cluster.conditions[key]["status"] == "False"
+        # Fixed: the pod is scheduled.
+        s.on_pod_group(pod_group(1))
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.pods[key]["spec"].get("nodeName") == "n"
+
+    asyncio.run(go())
+
+
+def test_issue14_missing_then_invalid_podgroup_one_write_per_change() -> None:
+    s, cluster = gang_scheduler()
+    key = PodKey("default/p")
+
+    async def go() -> None:
+        obj = make_pod("p").group("g").req(cpu="1").obj()
+        cluster.pods[key] = obj
+        for _ in range(10):
+            s.on_pod(obj)
+        await s.settle()
+        assert cluster.condition_writes == [
+            (key, "Unschedulable", 'PodGroup "default/g" not found')
+        ]
+        for _ in range(3):  # the group arrives, unreadable; its event repeats
+            s.on_pod_group(pod_group(0))
+            s.on_pod(obj)
+        await s.settle()
+        assert [m for _, _, m in cluster.condition_writes] == [
+            'PodGroup "default/g" not found',
+            'PodGroup "default/g" is invalid: spec.minMember: Invalid value: 0: must be '
+            "greater than or equal to 1",
+        ]
+        assert len(cluster.events) == 2
+
+    asyncio.run(go())
+
+
+def test_issue14_valid_podgroup_updated_to_invalid_stops_being_used() -> None:
+    s, _ = gang_scheduler()
+
+    async def go() -> None:
+        s.on_pod_group(pod_group(2))
+        assert s.cache.pod_group("default/g") is not None  # type: ignore[arg-type]
+        s.on_pod_group(pod_group(0))
+        assert s.cache.pod_group("default/g") is None  # type: ignore[arg-type]
+        assert s.cache.invalid_pod_group("default/g").startswith("spec.minMember: ")  # type: ignore[arg-type, union-attr]
+        s.on_pod_group(pod_group(0), deleted=True)
+        assert s.cache.invalid_pod_group("default/g") is None  # type: ignore[arg-type]
+
+    asyncio.run(go())

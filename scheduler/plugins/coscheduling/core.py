@@ -86,17 +86,23 @@ class PodGroupManager:
         if key is None:
             return SUCCESS
         if pg is None:
-            return Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f'PodGroup "{key}" not found',), NAME
-            )
-        n = len(self.members(key))
-        if n < pg.min_member:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (self.missing(key),), NAME)
+        if len(self.members(key)) < pg.min_member:
+            # No member count in the text: it is shown on every waiting member
+            # (once per change), and a count would change with each arrival.
             return Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                (f'PodGroup "{key}" has {n} pods, fewer than minMember {pg.min_member}',),
+                (f'PodGroup "{key}" has fewer pods than minMember {pg.min_member}',),
                 NAME,
             )
         return SUCCESS
+
+    def missing(self, key: GroupKey) -> str:
+        """Why a pod's group is not there: invalid (naming the field) or not found."""
+        problem = self.handle.lister.invalid_pod_group(key)
+        if problem is not None:
+            return f'PodGroup "{key}" is invalid: {problem}'
+        return f'PodGroup "{key}" not found'
 
     def check_denied(self, key: GroupKey) -> Status:
         until = self._denied_until.get(key)

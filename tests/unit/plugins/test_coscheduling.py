@@ -77,7 +77,7 @@ def members(n: int, g: str = "g", cpu: str = "1") -> list[Pod]:
             members(2),
             [group("g", 3)],
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-            'PodGroup "default/g" has 2 pods, fewer than minMember 3',
+            'PodGroup "default/g" has fewer pods than minMember 3',
             id="too-few",
         ),
         pytest.param(members(3), [group("g", 3)], Code.SUCCESS, "", id="enough"),
