@@ -40,9 +40,25 @@ from scheduler.api.types import (
     Workload,
 )
 from scheduler.clock import Clock
-from scheduler.snapshot import IsolatedCPU, NodeTable, Snapshot, pod_charge
+from scheduler.snapshot import (
+    INT64_MAX,
+    INT64_MIN,
+    IsolatedCPU,
+    NodeTable,
+    Snapshot,
+    check_node,
+    pod_charge,
+)
 
 log = logging.getLogger(__name__)
+
+
+class PodAlreadyInCache(ValueError):
+    """`assume_pod` of a pod the cache holds (bound or assumed): nothing changed."""
+
+    def __init__(self, key: PodKey) -> None:
+        super().__init__(f"pod {key} is in the cache already, so can't be assumed")
+        self.key = key
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +93,7 @@ class Cache:
         self._on_missing_node: dict[str, set[PodKey]] = {}
         self._pending: dict[PodKey, Pod] = {}
         self._groups: dict[GroupKey, PodGroup] = {}
+        self._invalid_groups: dict[GroupKey, str] = {}
         self._workloads: dict[tuple[str, str, str], Workload] = {}
         self._group_pods: dict[GroupKey, set[PodKey]] = {}
         self._dirty: set[int] = set()
@@ -99,6 +116,9 @@ class Cache:
         return (t.capacity, len(t.resources), len(t.taint_list), len(t.labels))
 
     def add_node(self, node: Node) -> None:
+        """Add (or update) a node. Raises ValueError, changing nothing, for a node
+        that no row can hold (an amount beyond int64; the parser refuses those)."""
+        check_node(node)
         if node.name in self._nodes:
             self.update_node(node)
             return
@@ -113,6 +133,7 @@ class Cache:
                 self._charge(st, +1)
 
     def update_node(self, node: Node) -> None:
+        check_node(node)
         row = self.table.row_of.get(node.name)
         if row is None:
             self.add_node(node)
@@ -162,8 +183,10 @@ class Cache:
     # ---- pods ----------------------------------------------------------------------
 
     def assume_pod(self, pod: Pod, node: NodeName) -> None:
+        """Charge `pod` to `node` ahead of its binding. Raises `PodAlreadyInCache`,
+        changing nothing, if the pod is bound or assumed already."""
         if pod.key in self._pods:
-            raise ValueError(f"pod {pod.key} is in the cache already, so can't be assumed")
+            raise PodAlreadyInCache(pod.key)
         st = _PodState(pod, node, assumed=True)
         self._pods[pod.key] = st
         self._charge(st, +1)
@@ -312,12 +335,25 @@ class Cache:
 
     def add_pod_group(self, pg: PodGroup) -> None:
         self._groups[pg.key] = pg
+        self._invalid_groups.pop(pg.key, None)
 
     def update_pod_group(self, pg: PodGroup) -> None:
         self._groups[pg.key] = pg
+        self._invalid_groups.pop(pg.key, None)
 
     def remove_pod_group(self, key: GroupKey) -> None:
         self._groups.pop(key, None)
+        self._invalid_groups.pop(key, None)
+
+    def set_invalid_pod_group(self, key: GroupKey, message: str) -> None:
+        """A PodGroup that exists but cannot be read: its members wait, and say why
+        (not "not found"). A readable version that was known is dropped."""
+        self._groups.pop(key, None)
+        self._invalid_groups[key] = message
+
+    def invalid_pod_group(self, key: GroupKey) -> str | None:
+        """Why the PodGroup `key` is invalid (the field and the problem), if it is."""
+        return self._invalid_groups.get(key)
 
     def pod_groups(self) -> list[PodGroup]:
         return list(self._groups.values())
@@ -364,16 +400,32 @@ class Cache:
         return out
 
     def recompute_requested(self) -> np.ndarray:
-        """Requested columns recomputed from every charged pod (tests compare)."""
+        """Requested columns recomputed from every charged pod (tests compare), held
+        as the table holds them: a sum beyond int64 at the nearest bound."""
         t = self.table
-        req = np.zeros_like(t.requested)
+        exact: dict[tuple[int, int], int] = {}
         for st in self._pods.values():
             if not st.charged:
                 continue
             row = t.row_of[st.node]
             for r, v in pod_charge(st.pod, self.isolated).resources.items():
-                req[row, t.col[r]] += v
+                cell = (row, t.col[r])
+                exact[cell] = exact.get(cell, 0) + v
+        req = np.zeros_like(t.requested)
+        for (row, col), v in exact.items():
+            req[row, col] = min(max(v, INT64_MIN), INT64_MAX)
         return req
+
+    def requested_exact(self) -> dict[tuple[str, str], int]:
+        """Every non-zero requested amount, exactly, by (node, resource)."""
+        t = self.table
+        out: dict[tuple[str, str], int] = {}
+        for row in t.valid_rows().tolist():
+            for r, c in t.col.items():
+                v = t.requested_exact(row, c)
+                if v:
+                    out[(t.names[row], r)] = v
+        return out
 
     def statistics(self) -> CacheStats:
         return CacheStats(

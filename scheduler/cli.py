@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 
@@ -26,6 +27,9 @@ def _simulate(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         config = replace(config, troupe=replace(config.troupe, seed=args.seed))
+    if args.until is not None and not (math.isfinite(args.until) and args.until >= 0):
+        print(f"troupe: --until: must be a finite number >= 0, got {args.until}", file=sys.stderr)
+        return 2
     try:
         objects = load_objects(args.files)
     except InputError as e:

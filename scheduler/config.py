@@ -83,6 +83,7 @@ from typing import Any, Final
 
 import yaml
 
+from scheduler.api.types import ISOLATED_CPU_RESOURCE
 from scheduler.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
@@ -133,6 +134,15 @@ KUBE_SCHEDULER_PLUGINS: Final = frozenset(
 
 # As kube-scheduler's framework.MaxTotalScore: the weighted sum must fit an int64.
 MAX_TOTAL_SCORE: Final = 2**63 - 1
+# A plugin's weight is an int32 in kube-scheduler's API (its validation sets no
+# other bound; 0 means 1, and the total is checked against MAX_TOTAL_SCORE).
+MAX_PLUGIN_WEIGHT: Final = 2**31 - 1
+# Resources that are not extended resources, so cannot be the isolated-CPU one.
+_NATIVE_RESOURCES: Final = frozenset({"cpu", "memory", "ephemeral-storage", "pods", "storage"})
+_QUALIFIED_PREFIX: Final = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+)
+_QUALIFIED_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
 class ConfigError(ValueError):
@@ -337,7 +347,11 @@ def _plugin_set(obj: object, path: str, registry: Mapping[str, type]) -> _Plugin
             raise ConfigError(f"{p}.name", _unknown_plugin(name, registry))
         if any(x.name == name for x in enabled):
             raise ConfigError(f"{p}.name", f'plugin "{name}" is enabled twice')
-        weight = 0 if e.get("weight") is None else _int(e["weight"], f"{p}.weight", lo=0)
+        weight = (
+            0
+            if e.get("weight") is None
+            else _int(e["weight"], f"{p}.weight", lo=0, hi=MAX_PLUGIN_WEIGHT)
+        )
         enabled.append(_Entry(name, weight, p))
     disabled: set[str] = set()
     for i, d in enumerate(_list(m.get("disabled"), f"{path}.disabled")):
@@ -483,8 +497,48 @@ def _profile(
     return ProfileConfig(name, specs, percentage)
 
 
+def extended_resource_problem(name: object) -> str | None:
+    """Why `name` is not an extended resource name (domain/name, outside
+    kubernetes.io, not a native resource such as cpu or hugepages-*), or None."""
+    if not isinstance(name, str):
+        return f"must be a string, got {_show(name)}"
+    prefix, slash, rest = name.rpartition("/")
+    if name in _NATIVE_RESOURCES or name.startswith(("hugepages-", "requests.")) or not slash:
+        return f"must be an extended resource name (domain/name), not {_show(name)}"
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        return f"must be outside the kubernetes.io domain, got {_show(name)}"
+    if len(prefix) > 253 or not _QUALIFIED_PREFIX.fullmatch(prefix):
+        return f"prefix part must be a lowercase RFC 1123 subdomain, got {_show(name)}"
+    if len(rest) > 63 or not _QUALIFIED_NAME.fullmatch(rest):
+        return f"name part must be a qualified name, got {_show(name)}"
+    return None
+
+
+def _check_isolated(profiles: Sequence[ProfileConfig]) -> None:
+    """The cache charges isolated pods by one resource name for all profiles: it
+    must be an extended resource, and the same wherever NodeResourcesFit runs."""
+    seen: tuple[object, str] | None = None
+    for i, p in enumerate(profiles):
+        for specs in p.plugins.values():
+            for spec in specs:
+                if spec.name != "NodeResourcesFit":
+                    continue
+                path = f"{spec.args_path or f'profiles[{i}].pluginConfig'}.isolatedCPUResource"
+                resource = spec.args.get("isolatedCPUResource", ISOLATED_CPU_RESOURCE)
+                problem = extended_resource_problem(resource)
+                if problem is not None:
+                    raise ConfigError(path, problem)
+                if seen is None:
+                    seen = (resource, path)
+                elif resource != seen[0]:
+                    raise ConfigError(
+                        path, f"must be the same in every profile: {seen[1]} is {_show(seen[0])}"
+                    )
+
+
 def _check_profiles(profiles: Sequence[ProfileConfig]) -> None:
     """Names are unique; all profiles share one queue, so one queueSort (and its args)."""
+    _check_isolated(profiles)
     first = profiles[0].plugins["queueSort"][0]
     names: set[str] = set()
     for i, p in enumerate(profiles):
@@ -777,8 +831,58 @@ def default_config(
 # ---- the file -----------------------------------------------------------------------------
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated in one mapping (kube decodes strictly)."""
+# Bounds on what one YAML file may make us build: nesting (the composer recurses)
+# and nodes reached through aliases (an "alias bomb" is a few lines that expand
+# to billions of nodes for whoever walks the result).
+MAX_YAML_DEPTH: Final = 200
+MAX_YAML_ALIAS_NODES: Final = 100_000
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader with bounded nesting and bounded alias expansion: past either
+    bound it raises a `yaml.composer.ComposerError` naming the line."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0  # nodes composed, counting each alias as its anchor's size
+        self._alias_nodes = 0
+        self._anchor_size: dict[str, int] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        mark: Any = event.start_mark
+        if isinstance(event, yaml.AliasEvent):
+            size = self._anchor_size.get(str(event.anchor), 1)
+            self._alias_nodes += size
+            self._nodes += size
+            if self._alias_nodes > MAX_YAML_ALIAS_NODES:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes",
+                    mark,
+                )
+            return super().compose_node(parent, index)
+        self._depth += 1
+        if self._depth > MAX_YAML_DEPTH:
+            raise yaml.composer.ComposerError(
+                None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", mark
+            )
+        start = self._nodes
+        self._nodes += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._anchor_size[str(anchor)] = self._nodes - start
+        return node
+
+
+class _StrictLoader(BoundedLoader):
+    """BoundedLoader that refuses a key repeated in one mapping (kube decodes strictly)."""
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -833,6 +937,8 @@ def load_config(
         obj = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as e:
         raise ConfigError("", _yaml_problem(e), file=path) from e
+    except (ValueError, RecursionError) as e:  # e.g. an integer of 5000 digits
+        raise ConfigError("", f"not valid YAML: {e}", file=path) from e
     try:
         return parse_config(obj, registry, multi_point)
     except ConfigError as e:

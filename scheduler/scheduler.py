@@ -45,7 +45,7 @@ from scheduler.api.types import (
     PodKey,
     PriorityClass,
 )
-from scheduler.cache import Cache
+from scheduler.cache import Cache, PodAlreadyInCache
 from scheduler.clock import Clock
 from scheduler.cluster import BIND_CONFLICT, ClusterClient
 from scheduler.config import SchedulerConfig
@@ -64,7 +64,9 @@ from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
+from scheduler.plugins.coscheduling.core import placed_members
 from scheduler.plugins.registry import IN_TREE
+from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.queue import FifoFallback, SchedulingQueue, pod_updated
 from scheduler.snapshot import IsolatedCPU, Snapshot, pod_charge
 
@@ -73,6 +75,7 @@ log = logging.getLogger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+SCHEDULING_GATES: Final = SchedulingGates.NAME
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -128,6 +131,10 @@ class SchedulerStats:
     failed_attempts: int
     bind_failures: int
     binding_in_flight: int
+    # Scheduling cycles that raised: logged with the traceback and survived.
+    loop_errors: int = 0
+    # Popped pods dropped because the cache already holds them (bound or assumed).
+    dropped_known: int = 0
 
 
 class Scheduler:
@@ -199,11 +206,18 @@ class Scheduler:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.invalid: dict[str, InvalidObject] = {}
         self.last_failure: dict[PodKey, str] = {}
+        # The PreEnqueue rejection last written on each gated pod (see _report_gate).
+        self._gate_reported: dict[PodKey, str] = {}
         self.next_start_node_index = 0
         self.cycle = 0
         self._scheduled = 0
         self._failed = 0
         self._bind_failures = 0
+        self._loop_errors = 0
+        self._dropped_known = 0
+        # The pods the current scheduling cycle holds (popped or taken from the
+        # queue), so that a cycle that raises can give them back.
+        self._cycle_pods: list[QueuedPodInfo] = []
         self.group_attempts = 0
         self.group_failures = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -217,6 +231,7 @@ class Scheduler:
         # The last report written per object key, so that a report is written
         # once per change, not once per watch event.
         self._reported: dict[str, tuple[str, str]] = {}
+        self._held_gates: dict[PodKey, tuple[Pod, str]] = {}
 
     # ---- intake: cluster events --------------------------------------------------
 
@@ -224,7 +239,33 @@ class Scheduler:
         return pod.scheduler_name in self.profiles
 
     def _pre_enqueue(self, pod: Pod) -> Status:
-        return self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+        st = self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+        self._report_gate(pod, st)
+        return st
+
+    def _report_gate(self, pod: Pod, st: Status) -> None:
+        """Say on the pod why PreEnqueue keeps it waiting (a missing or invalid
+        PodGroup...): PodScheduled=False, reason Unschedulable, and an event, once
+        per change of the message, however often the pod's events repeat.
+        SchedulingGates is left out: the pod's own spec says why it waits."""
+        key = pod.key
+        if st.is_success or st.plugin == SCHEDULING_GATES:
+            self._gate_reported.pop(key, None)
+            self._held_gates.pop(key, None)
+            return
+        message = st.message or f"rejected by PreEnqueue plugin {st.plugin}"
+        if self._gate_reported.get(key) == message:
+            return
+        self.last_failure[key] = message
+        if not self.writes_enabled:
+            self._held_gates[key] = (pod, message)
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no running loop (a synchronous caller): next time
+            return
+        self._spawn(self._report_failure(_pod_ref(pod), message, _condition_of(pod.raw)))
+        self._gate_reported[key] = message
 
     def _activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)
@@ -284,6 +325,14 @@ class Scheduler:
         node = parse_node(obj, self.milli)
         if isinstance(node, InvalidObject):
             self._report_invalid(node)
+            # A node we cannot read is not one we place pods on: a known node
+            # updated to an unreadable state leaves scheduling (its pods stay
+            # known and are charged again when a readable version arrives).
+            # kube's admission would have refused such an update.
+            gone = self.cache.node(node.name)
+            if gone is not None:
+                self.cache.remove_node(node.name)
+                self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), gone, None)
             return
         self.invalid.pop(node.name, None)
         old = self.cache.node(node.name)
@@ -321,6 +370,8 @@ class Scheduler:
             return
         if not self.handles(pod):
             return
+        if self._known_elsewhere(pod):
+            return
         old = self.queue.get(key)
         self.cache.track_pending(pod)
         if pod.deleting:
@@ -344,8 +395,31 @@ class Scheduler:
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
         self._notify()
 
+    def _known_elsewhere(self, pod: Pod) -> bool:
+        """Whether a pending pod's event is stale: the cache holds the pod bound.
+
+        A new leader's first list, a replayed watch or a simulator input may show a
+        pod pending after we saw it bound; queueing it would schedule it twice.
+        A different uid under the same name is a re-created pod: the bound one
+        is gone (its delete was missed), so it leaves the cache.
+        """
+        key = pod.key
+        cached = self.cache.pod(key)
+        if cached is None or self.cache.is_assumed(key):
+            return False  # an assumed pod's pending updates are tracked below
+        if pod.uid and cached.uid and pod.uid != cached.uid:
+            log.info("pod %s was re-created (uid %s); dropping the old one", key, pod.uid)
+            self.cache.remove_pod(key)
+            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), cached, None)
+            return False
+        log.info("ignoring a pending event of pod %s: it is bound to %s", key, cached.node_name)
+        if key in self.queue:
+            self.queue.delete(key)
+        return True
+
     def _on_assigned_pod(self, pod: Pod) -> None:
         key = pod.key
+        self._gate_reported.pop(key, None)
         if key in self.queue:
             self.queue.delete(key)
         self.cache.untrack_pending(key)
@@ -364,6 +438,7 @@ class Scheduler:
 
     def _on_pod_deleted(self, pod: Pod) -> None:
         key = pod.key
+        self._gate_reported.pop(key, None)
         self.queue.delete(key)
         self.cache.untrack_pending(key)
         wp = self.waiting_pods.get(key)
@@ -380,7 +455,7 @@ class Scheduler:
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pg = parse_pod_group(obj)
         if isinstance(pg, InvalidObject):
-            self._report_invalid(pg)
+            self._on_invalid_pod_group(pg, deleted)
             return
         old = self.cache.pod_group(pg.key)
         if deleted:
@@ -397,6 +472,23 @@ class Scheduler:
         self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
 
+    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool) -> None:
+        """An unreadable PodGroup: its members wait and say why ("is invalid:
+        spec.minMember: ..."), not "not found"; a readable version known before
+        stops being used."""
+        key = GroupKey(bad.key)
+        old = self.cache.pod_group(key)
+        if deleted:
+            self.cache.remove_pod_group(key)
+            self.invalid.pop(bad.key, None)
+        else:
+            self._report_invalid(bad)
+            self.cache.set_invalid_pod_group(key, bad.message)
+        if old is not None:
+            self._emit(ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE), old, None)
+        # Members gated on the group run PreEnqueue again, so their reason changes.
+        self._activate(p.key for p in self.cache.pods_in_group(key))
+
     def _report_invalid(self, bad: InvalidObject, obj: Mapping[str, Any] | None = None) -> None:
         """Log a malformed object once per change and, for a pod that is ours,
         report it on the pod (FailedScheduling event and PodScheduled condition)."""
@@ -407,15 +499,16 @@ class Scheduler:
             return
         raw: Mapping[str, Any] = obj if isinstance(obj, Mapping) else {}
         spec = _mapping(raw.get("spec"))
-        if spec.get("schedulerName", "default-scheduler") not in self.profiles:
-            return  # not ours: another scheduler reports it
-        if spec.get("nodeName"):
-            return  # already bound: nothing for a scheduler to say
         key = PodKey(bad.key)
         if self.invalid.get(bad.key) != bad:
             log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
         self.invalid[bad.key] = bad
         self.last_failure[key] = bad.message
+        if spec.get("schedulerName", "default-scheduler") not in self.profiles:
+            return  # not ours: another scheduler reports it
+        node = spec.get("nodeName")
+        if isinstance(node, str) and node:
+            return  # already bound: nothing for a scheduler to say
         ref = _ref_of(raw, "Pod", bad.namespace, bad.name)
         if self._reported.get(key) == (ref.uid, bad.message):
             return  # said already for this pod and this problem
@@ -436,6 +529,11 @@ class Scheduler:
                     watcher(event, pg, pg)
                 except Exception:
                     log.exception("event watcher failed on %s", event)
+        gates, self._held_gates = self._held_gates, {}
+        for pk, (gated, why) in gates.items():
+            if pk in self.queue and self._gate_reported.get(pk) != why:
+                self._gate_reported[pk] = why
+                self._spawn(self._report_failure(_pod_ref(gated), why, _condition_of(gated.raw)))
         held, self._held_reports = self._held_reports, {}
         for key, (ref, message) in held.items():
             if self.invalid.get(key) is None:
@@ -446,16 +544,51 @@ class Scheduler:
     # ---- the scheduling cycle ------------------------------------------------------
 
     def schedule_one(self) -> bool:
-        """Run one scheduling cycle. Returns False when the active queue was empty."""
+        """Run one scheduling cycle. Returns False when the active queue was empty.
+
+        Never raises: a cycle that fails with an exception is logged with its
+        traceback and counted (`statistics().loop_errors`), and the pods it held
+        go back to the backoffQ (or are dropped if the cache holds them now).
+        """
         qpi = self.queue.pop()
         if qpi is None:
             return False
-        pod = qpi.pod
         self.cycle += 1
+        self._cycle_pods = [qpi]
+        try:
+            self._schedule_popped(qpi)
+        except Exception:
+            self._loop_errors += 1
+            self.metrics.loop_error("scheduling")
+            log.exception("scheduling cycle %d of pod %s failed", self.cycle, qpi.pod.key)
+            self._give_back(self._cycle_pods)
+        finally:
+            self._cycle_pods = []
+        return True
+
+    def _give_back(self, held: list[QueuedPodInfo]) -> None:
+        """After a cycle raised: requeue with backoff what it held and did not place."""
+        for q in held:
+            key = q.pod.key
+            try:
+                if self.cache.pod(key) is None and self.cache.known_pod(key) is not None:
+                    self.queue.add_backoff(q)
+                self.queue.done(key)
+            except Exception:
+                log.exception("could not requeue pod %s after a failed cycle", key)
+
+    def _schedule_popped(self, qpi: QueuedPodInfo) -> None:
+        pod = qpi.pod
         profile = self.profiles.get(pod.scheduler_name)
         if profile is None or pod.deleting:
             self.queue.done(pod.key)
-            return True
+            return
+        if self.cache.pod(pod.key) is not None:
+            # Bound or assumed already (a stale pending event got it queued).
+            self._dropped_known += 1
+            log.info("dropping pod %s from the queue: the cache holds it already", pod.key)
+            self.queue.done(pod.key)
+            return
         self.cache.update_snapshot(self.snapshot)
         t0 = time.perf_counter()
         group = pod.group_key
@@ -463,7 +596,7 @@ class Scheduler:
             pg = self.cache.pod_group(group)
             if pg is not None and not self._group_admitted(group, pg.min_member):
                 self._schedule_group(profile, qpi, pg.min_member)
-                return True
+                return
         state = CycleState()
         state.sample_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         result = self._schedule_pod(profile, state, pod)
@@ -475,7 +608,6 @@ class Scheduler:
             self._fail(profile, qpi, result)
             outcome = self._outcome(result)
         self._count_attempt(profile, outcome, time.perf_counter() - t0)
-        return True
 
     def _count_attempt(self, profile: Profile, outcome: str, seconds: float) -> None:
         """One pod's scheduling attempt: "scheduled", "unschedulable" or "error"."""
@@ -514,10 +646,23 @@ class Scheduler:
     ) -> bool:
         """Assume the pod on `node`, run Reserve and Permit, start its binding cycle."""
         pod = qpi.pod
-        self.cache.assume_pod(pod, node)
-        st = profile.run_reserve(state, pod, node)
-        if st.is_success:
-            st = profile.run_permit(state, pod, node)
+        try:
+            self.cache.assume_pod(pod, node)
+        except PodAlreadyInCache:
+            self._dropped_known += 1
+            log.info("not assuming pod %s: the cache holds it already", pod.key)
+            self.queue.done(pod.key)
+            return False
+        try:
+            st = profile.run_reserve(state, pod, node)
+            if st.is_success:
+                st = profile.run_permit(state, pod, node)
+        except BaseException:
+            # Nothing may stay assumed without a binding cycle to confirm or forget it.
+            with contextlib.suppress(Exception):
+                profile.run_unreserve(state, pod, node)
+            self.cache.forget_pod(pod.key)
+            raise
         if not (st.is_success or st.is_wait):
             profile.run_unreserve(state, pod, node)
             self.cache.forget_pod(pod.key)
@@ -534,10 +679,7 @@ class Scheduler:
 
     def _group_admitted(self, group: GroupKey, min_member: int) -> bool:
         """Whether minMember of the group are already bound or assumed (placed)."""
-        placed = sum(
-            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
-        )
-        return placed >= min_member
+        return placed_members(self.cache, self.waiting_pods, group) >= min_member
 
     def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
@@ -555,11 +697,16 @@ class Scheduler:
             for p in self.cache.pods_in_group(group)
             if p.key != first.pod.key and p.key in self.queue
         ]
-        members.extend(self.queue.take(others))
+        taken = self.queue.take(others)
+        self._cycle_pods.extend(taken)
+        for q in taken:
+            if self.cache.pod(q.pod.key) is not None:
+                self._dropped_known += 1
+                self.queue.done(q.pod.key)
+            else:
+                members.append(q)
         members.sort(key=profile.sort_key)
-        placed_before = sum(
-            1 for p in self.cache.pods_in_group(group) if self.cache.pod(p.key) is not None
-        )
+        placed_before = placed_members(self.cache, self.waiting_pods, group)
         snap = self.snapshot
         placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
         failures: list[tuple[QueuedPodInfo, FitError | Status]] = []
@@ -922,11 +1069,16 @@ class Scheduler:
         """Schedule until `stop` is set (real clock)."""
         self._wakeup = asyncio.Event()
         while not stop.is_set():
-            self.queue.flush()
-            for expired in self.cache.cleanup_expired():
-                log.warning("assumed pod %s expired before its binding was confirmed", expired)
+            try:
+                self.queue.flush()
+                for expired in self.cache.cleanup_expired():
+                    log.warning("assumed pod %s expired before its binding was confirmed", expired)
+            except Exception:
+                self._loop_errors += 1
+                self.metrics.loop_error("scheduling")
+                log.exception("queue flush or cache cleanup failed")
             worked = 0
-            while self.schedule_one():
+            while self.schedule_one():  # never raises
                 worked += 1
                 if worked % 64 == 0:
                     await asyncio.sleep(0)
@@ -981,7 +1133,13 @@ class Scheduler:
 
     def statistics(self) -> SchedulerStats:
         return SchedulerStats(
-            self.cycle, self._scheduled, self._failed, self._bind_failures, len(self._tasks)
+            self.cycle,
+            self._scheduled,
+            self._failed,
+            self._bind_failures,
+            len(self._tasks),
+            self._loop_errors,
+            self._dropped_known,
         )
 
 

@@ -22,7 +22,7 @@ import yaml
 from scheduler.api.types import WORKLOAD_KINDS, GroupKey, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
-from scheduler.config import SchedulerConfig
+from scheduler.config import BoundedLoader, SchedulerConfig
 from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
@@ -35,27 +35,62 @@ class InputError(Exception):
     """Unreadable input; the message names the file and the problem."""
 
 
+CLUSTER_SCOPED = ("Namespace", "Node", "PriorityClass")
+
+
 def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
-    """Read every object from the files, in file order. Raises InputError."""
+    """Read every object from the files, in file order. Raises InputError.
+
+    Hostile input is refused in bounded time and memory: text that is not UTF-8,
+    YAML nested too deeply or whose aliases expand too far (`BoundedLoader`),
+    names that are not strings, and two objects of one kind, namespace and name
+    (naming both places: a later one would silently replace the first).
+    """
     out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], str] = {}
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                docs = list(yaml.safe_load_all(f))
-        except OSError as e:
-            raise InputError(f"{path}: {e.strerror or e}") from e
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise InputError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from e
-        for i, doc in enumerate(docs):
+        for i, doc in enumerate(_documents(path)):
             if doc is None:
                 continue
-            out.extend(_flatten(doc, f"{path}: document {i + 1}"))
+            for obj, where in _flatten(doc, f"{path}: document {i + 1}"):
+                key = _identity(obj, where)
+                first = seen.get(key)
+                if first is not None:
+                    kind, ns, name = key
+                    shown = f"{ns}/{name}" if ns else name
+                    raise InputError(f"{where}: duplicate {kind} {shown} (first in {first})")
+                seen[key] = where
+                out.append(obj)
     return out
 
 
-def _flatten(doc: object, where: str) -> Iterable[dict[str, Any]]:
+def _documents(path: str) -> list[Any]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not valid UTF-8 (byte {e.start})") from e
+    try:
+        if text.lstrip().startswith(("{", "[")):
+            return [json.loads(text)]  # kubectl get -o json
+        return list(yaml.load_all(text, Loader=BoundedLoader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from e
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from e
+    except RecursionError as e:
+        raise InputError(f"{path}: nested too deeply") from e
+    except ValueError as e:  # an integer of thousands of digits, a NaN in JSON...
+        raise InputError(f"{path}: {e}") from e
+
+
+def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
     if not isinstance(doc, dict):
         raise InputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
     kind = doc.get("kind")
@@ -75,7 +110,30 @@ def _flatten(doc: object, where: str) -> Iterable[dict[str, Any]]:
             f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
             "scheduling.x-k8s.io/v1alpha1 or scheduling.sigs.k8s.io/v1alpha1"
         )
-    yield doc
+    yield doc, where
+
+
+def _identity(obj: Mapping[str, Any], where: str) -> tuple[str, str, str]:
+    """(kind, namespace, name), the names type-checked (the output prints them)."""
+    kind = str(obj.get("kind"))
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        raise InputError(f"{where}: {kind} has no metadata")
+    name = md.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: {kind} metadata.name must be a non-empty string, got {name!r}")
+    ns = md.get("namespace")
+    if ns is not None and not isinstance(ns, str):
+        raise InputError(f"{where}: {kind} {name}: metadata.namespace must be a string, got {ns!r}")
+    spec = obj.get("spec")
+    if kind == "Pod" and isinstance(spec, dict):
+        for field_name in ("nodeName", "schedulerName"):
+            v = spec.get(field_name)
+            if v is not None and not isinstance(v, str):
+                raise InputError(
+                    f"{where}: Pod {name}: spec.{field_name} must be a string, got {v!r}"
+                )
+    return kind, "" if kind in CLUSTER_SCOPED else (ns or "default"), name
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -244,7 +302,7 @@ class Simulation:
             obj = self.cluster.pods[k]
             spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
             node = spec.get("nodeName") if isinstance(spec, dict) else None
-            if node:
+            if node and isinstance(node, str):
                 pods[k] = {"node": node, "reason": None}
                 continue
             wp = s.waiting_pods.get(PodKey(k))

@@ -10,6 +10,13 @@ copies only the rows whose generation moved since the previous cycle.
 Rows are stable: a removed node's row is marked invalid and reused by the next
 node added. Plugins must only look at the rows they are given (always valid).
 
+Sums beyond int64: each amount the parser lets through fits int64, but the pods
+on one node may sum beyond it (running pods are charged whether they fit or
+not). `charge` adds exactly: a cell that would leave int64 holds the nearest
+bound (a node charged beyond int64 is full to every filter) and the rest is kept
+in `excess`, so that uncharging the same pods restores the exact value. Charging
+and uncharging are exact inverses for every input, and never raise.
+
 Units: resource amounts are scaled integers (see `scheduler.api.types`): `cpu`
 and the isolated-CPU resource in milli-units, everything else in whole units.
 The `pods` column holds the node's pod capacity in `allocatable` and its pod
@@ -50,6 +57,8 @@ BoolArray = npt.NDArray[np.bool_]
 IntpArray = npt.NDArray[np.intp]
 
 BASE_RESOURCES: Final = (CPU, MEMORY, "ephemeral-storage", PODS)
+INT64_MAX: Final = 2**63 - 1
+INT64_MIN: Final = -(2**63)
 NO_VALUE: Final = -1  # label id of a node that lacks the label key
 K = TypeVar("K")
 
@@ -162,6 +171,15 @@ class Charge:
     nonzero_memory: int
 
 
+def check_node(node: Node) -> None:
+    """Raise ValueError naming the field if the node cannot be held in a row."""
+    for r, v in node.allocatable.items():
+        if not 0 <= v <= INT64_MAX:
+            raise ValueError(
+                f"status.allocatable.{r}: Invalid value: {v}: must be between 0 and {INT64_MAX}"
+            )
+
+
 def pod_charge(pod: Pod, isolated: IsolatedCPU) -> Charge:
     res = dict(pod.requests)
     res[PODS] = 1
@@ -192,6 +210,9 @@ class NodeTable:
         self.requested: Int64Array = np.zeros((capacity, len(self.resources)), dtype=np.int64)
         # Non-zero requested cpu (milli) and memory, for scoring.
         self.nonzero_requested: Int64Array = np.zeros((capacity, 2), dtype=np.int64)
+        # What `requested` / `nonzero_requested` cells hold beyond int64, by (row, col).
+        self.excess: dict[tuple[int, int], int] = {}
+        self.nonzero_excess: dict[tuple[int, int], int] = {}
         self.unschedulable: BoolArray = np.zeros(capacity, dtype=bool)
 
         # Labels: per key a column of value ids (NO_VALUE when absent).
@@ -341,7 +362,9 @@ class NodeTable:
         return row
 
     def set_node(self, row: int, node: Node) -> None:
-        """Write a node's own columns (not its pods') into `row`."""
+        """Write a node's own columns (not its pods') into `row`: whole, or (if an
+        amount does not fit int64) not at all, raising ValueError."""
+        check_node(node)
         old = self.node_objs[row]
         self.node_objs[row] = node
         for r in node.allocatable:
@@ -386,6 +409,9 @@ class NodeTable:
         self.allocatable[row] = 0
         self.requested[row] = 0
         self.nonzero_requested[row] = 0
+        for excess in (self.excess, self.nonzero_excess):
+            for cell in [k for k in excess if k[0] == row]:
+                del excess[cell]
         self.unschedulable[row] = False
         self.taint_matrix[row] = False
         for col in self.labels.values():
@@ -407,15 +433,22 @@ class NodeTable:
             if not ips:
                 del by_row[row]
 
+    def requested_exact(self, row: int, col: int) -> int:
+        """The exact requested amount of a cell, beyond int64 included."""
+        return int(self.requested[row, col]) + self.excess.get((row, col), 0)
+
     def charge(self, row: int, pod: Pod, charge: Charge, sign: int) -> None:
-        """Add (sign=1) or remove (sign=-1) a pod's charge on a row."""
+        """Add (sign=1) or remove (sign=-1) a pod's charge on a row (exactly: see
+        the module docstring on sums beyond int64)."""
         for r, v in charge.resources.items():
             c = self.col.get(r)
             if c is None:
                 c = self.ensure_resource(r)
-            self.requested[row, c] += sign * v
-        self.nonzero_requested[row, 0] += sign * charge.nonzero_cpu
-        self.nonzero_requested[row, 1] += sign * charge.nonzero_memory
+            _add_exact(self.requested, self.excess, row, c, sign * v)
+        _add_exact(self.nonzero_requested, self.nonzero_excess, row, 0, sign * charge.nonzero_cpu)
+        _add_exact(
+            self.nonzero_requested, self.nonzero_excess, row, 1, sign * charge.nonzero_memory
+        )
         if pod.host_ports:
             self._ports(row, pod.host_ports, sign)
         if sign > 0:
@@ -452,6 +485,8 @@ class NodeTable:
         self.allocatable[rows] = src.allocatable[rows]
         self.requested[rows] = src.requested[rows]
         self.nonzero_requested[rows] = src.nonzero_requested[rows]
+        self.excess = dict(src.excess)
+        self.nonzero_excess = dict(src.nonzero_excess)
         self.unschedulable[rows] = src.unschedulable[rows]
         self.taint_matrix[rows] = src.taint_matrix[rows]
         for k, col in src.labels.items():
@@ -491,6 +526,8 @@ class NodeTable:
         self.allocatable = src.allocatable.copy()
         self.requested = src.requested.copy()
         self.nonzero_requested = src.nonzero_requested.copy()
+        self.excess = dict(src.excess)
+        self.nonzero_excess = dict(src.nonzero_excess)
         self.unschedulable = src.unschedulable.copy()
         self.labels = {k: v.copy() for k, v in src.labels.items()}
         self.taint_matrix = src.taint_matrix.copy()
@@ -499,6 +536,24 @@ class NodeTable:
         self.counters = {m: c.copy() for m, c in src.counters.items()}
         self.term_counters = {t: c.copy() for t, c in src.term_counters.items()}
         self._share_sparse(src)
+
+
+def _add_exact(
+    cells: Int64Array, excess: dict[tuple[int, int], int], row: int, col: int, delta: int
+) -> None:
+    """cells[row, col] += delta, the part beyond int64 kept in `excess`."""
+    if not delta:
+        return
+    cell = (row, col)
+    new = int(cells[row, col]) + delta
+    if excess:
+        new += excess.pop(cell, 0)
+    if INT64_MIN <= new <= INT64_MAX:
+        cells[row, col] = new
+        return
+    bound = INT64_MAX if new > 0 else INT64_MIN
+    cells[row, col] = bound
+    excess[cell] = new - bound
 
 
 def _copy_counter_rows(

@@ -292,10 +292,29 @@ def _requests(
         pod_level,
         overhead,
     )
+    # Each amount fits int64; the pod's total (what the cache charges) must too,
+    # or kube's int64 accounting would overflow: such a pod is invalid, checked
+    # before anything is charged. The milli resources (cpu and the isolated
+    # one) together, since an isolated pod's cpu is charged to the other.
     for name, amount in total.items():
         if amount > MAX_AMOUNT:
-            raise ParseError("spec", f"total request of {name} is beyond {MAX_AMOUNT}")
-    return {k: v for k, v in total.items() if v}, nonzero.get(CPU, 0), nonzero.get(MEMORY, 0)
+            raise _too_large(name, amount)
+    milli_sum = sum(v for k, v in total.items() if k in milli)
+    if milli_sum > MAX_AMOUNT:
+        raise _too_large("+".join(sorted(k for k in total if k in milli)), milli_sum)
+    nz_cpu, nz_memory = nonzero.get(CPU, 0), nonzero.get(MEMORY, 0)
+    for name, amount in ((CPU, nz_cpu), (MEMORY, nz_memory)):
+        if amount > MAX_AMOUNT:
+            raise _too_large(name, amount)
+    return {k: v for k, v in total.items() if v}, nz_cpu, nz_memory
+
+
+def _too_large(name: str, amount: int) -> ParseError:
+    return ParseError(
+        f"spec.containers[*].resources.requests.{name}",
+        f"Invalid value: the pod's total request of {name} ({amount} in scaled units) "
+        f"must be at most {MAX_AMOUNT}",
+    )
 
 
 def pod_requests(

@@ -41,34 +41,42 @@ _GRAMMAR: Final = re.compile(
     r"([+-]?)([0-9]*)(?:\.([0-9]*))?"  # sign, integer digits, fraction digits
     r"(?:(Ki|Mi|Gi|Ti|Pi|Ei)|([numkMGTPE])|[eE]([+-]?[0-9]+))?"  # binary | decimal | exponent
 )
+_NUMBER: Final = re.compile(r"[+-]?[0-9]*\.?[0-9]*")
 _BINARY: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL: Final = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-# Bounds that keep absurd input from costing time or memory ("1e999999999").
+# Bounds that keep absurd input from costing time or memory ("1e999999999"): far
+# beyond anything int64 milli-units hold, far below what costs time to compute.
+# Longer strings are refused before the (bounded) cache sees them.
 _MAX_DIGITS: Final = 100
 _MAX_EXPONENT: Final = 1000
+_MAX_TEXT: Final = 128
+OUT_OF_RANGE: Final = (
+    f"quantity out of range (at most {_MAX_DIGITS} digits and an exponent of at most "
+    f"{_MAX_EXPONENT})"
+)
 
 
 @lru_cache(maxsize=8192)
-def _parse_text(s: str) -> Fraction | None:
+def _parse_text(s: str) -> Fraction | str:
+    """The quantity, or the reason it is not one."""
     m = _GRAMMAR.fullmatch(s)
     if m is None:
-        return None
+        return BAD_QUANTITY
     sign, whole, frac, binary, decimal, exponent = m.groups()
     frac = frac or ""
     if not whole and not frac:
-        return None  # no digits at all: "", ".", "+", "Gi"
+        return BAD_QUANTITY  # no digits at all: "", ".", "+", "Gi"
     if len(whole) + len(frac) > _MAX_DIGITS:
-        return None
+        return OUT_OF_RANGE
     q = Fraction(int(whole + frac or "0"), 10 ** len(frac))
     if binary:
         q *= _BINARY[binary]
     elif decimal:
         q *= Fraction(10) ** _DECIMAL[decimal]
     elif exponent:
-        e = int(exponent)
-        if abs(e) > _MAX_EXPONENT:
-            return None
-        q *= Fraction(10) ** e
+        if len(exponent.lstrip("+-").lstrip("0")) > 4 or abs(int(exponent)) > _MAX_EXPONENT:
+            return OUT_OF_RANGE
+        q *= Fraction(10) ** int(exponent)
     return -q if sign == "-" else q
 
 
@@ -78,20 +86,29 @@ def parse_quantity(v: object, field: str = "quantity") -> Fraction:
     Raises `ParseError` naming `field` for anything that is not a quantity.
     """
     if isinstance(v, str):
+        if len(v) > _MAX_TEXT:
+            raise ParseError(field, OUT_OF_RANGE if _digits_only(v) else BAD_QUANTITY)
         q = _parse_text(v)
-        if q is None:
-            raise ParseError(field, BAD_QUANTITY)
+        if isinstance(q, str):
+            raise ParseError(field, q)
         return q
     if isinstance(v, bool):
         raise ParseError(field, BAD_QUANTITY)
     if isinstance(v, int):
+        if v.bit_length() > 4 * _MAX_DIGITS:
+            raise ParseError(field, OUT_OF_RANGE)
         return Fraction(v)
     if isinstance(v, float) and math.isfinite(v):
         # repr gives the shortest decimal that reads back as v: 0.1 -> "0.1".
         q = _parse_text(repr(v))
-        if q is not None:
-            return q
+        if isinstance(q, str):
+            raise ParseError(field, q)
+        return q
     raise ParseError(field, BAD_QUANTITY)
+
+
+def _digits_only(s: str) -> bool:
+    return _NUMBER.fullmatch(s) is not None
 
 
 def _ceil_away_from_zero(x: Fraction) -> int:

@@ -35,6 +35,10 @@ class ClusterLister(Protocol):
 
     def pod_group(self, key: GroupKey) -> PodGroup | None: ...
 
+    def invalid_pod_group(self, key: GroupKey) -> str | None:
+        """Why an existing PodGroup cannot be read (field: problem), or None."""
+        ...
+
     def pods_in_group(self, key: GroupKey) -> Iterable[Pod]:
         """Every known pod (pending, assumed or bound) that belongs to the group."""
         ...

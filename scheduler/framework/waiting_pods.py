@@ -45,6 +45,12 @@ class WaitingPod:
     def done(self) -> bool:
         return self._verdict is not None
 
+    @property
+    def rejected(self) -> bool:
+        """Rejected (or timed out), though its binding cycle may not have run yet to
+        forget the reservation: it no longer counts as placed."""
+        return self._verdict is not None and not self._verdict.is_success
+
     def allow(self, plugin: str) -> None:
         if self._verdict is not None:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -9,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.types import NodeName, PodKey
-from scheduler.cache import Cache
+from scheduler.api.parse import parse_pod
+from scheduler.api.types import InvalidObject, NodeName, Pod, PodKey
+from scheduler.cache import Cache, PodAlreadyInCache
 from scheduler.clock import VirtualClock
 from scheduler.snapshot import Snapshot
 from tests.builders import make_node, make_pod
@@ -48,8 +50,21 @@ def test_assume_twice_raises() -> None:
     c.add_node(make_node("n").build())
     pod = make_pod("p").build()
     c.assume_pod(pod, NodeName("n"))
-    with pytest.raises(ValueError, match="can't be assumed"):
+    with pytest.raises(PodAlreadyInCache, match="can't be assumed"):
         c.assume_pod(pod, NodeName("n"))
+
+
+def test_issue14_assume_of_a_bound_pod_raises_and_changes_nothing() -> None:
+    c = Cache(VirtualClock())
+    c.add_node(make_node("n").build())
+    c.add_node(make_node("m").build())
+    c.add_pod(make_pod("p").req(cpu="1").node("n").build())
+    before = c.table.requested.copy()
+    with pytest.raises(PodAlreadyInCache):
+        c.assume_pod(make_pod("p").req(cpu="1").build(), NodeName("m"))
+    assert (c.table.requested == before).all()
+    assert not c.is_assumed(PodKey("default/p")) and c.pod_node(PodKey("default/p")) == "n"
+    assert (c.recompute_requested() == c.table.requested).all()
 
 
 def test_assumed_pod_expires_after_ttl_once_binding_finished() -> None:
@@ -205,3 +220,144 @@ def test_snapshot_and_incremental_counts_match_recomputation(ops: list[Any]) -> 
         assert np.array_equal(snap.labels[k][rows], col[rows])
     assert [snap.names[r] for r in rows] == [t.names[r] for r in rows]
     assert [snap.pods[r] for r in rows] == [t.pods[r] for r in rows]
+
+
+# ---- issue #14: exact charges for every input; nodes written whole or not at all ----
+
+# Amounts from ordinary to absurd: many of them sum beyond int64 on one node, some
+# are beyond int64 on their own (the parser refuses those pods).
+EXTREME = st.sampled_from(
+    [
+        "0",
+        "1",
+        "100m",
+        "3",
+        "1Gi",
+        "4611686018427387904",  # 2**62
+        "9223372036854775807",  # int64 max
+        "9223372036854775808",  # int64 max + 1
+        "7Ei",
+        "8Ei",
+        "10Ei",
+        "1e18",
+        "1e30",
+        "9223372036854775",  # cpu: int64 max in milli-units, rounded down
+        "9223372036854776",  # cpu: just beyond
+    ]
+)
+POD_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["node", "rmnode", "add", "assume", "forget", "remove", "update"]),
+        st.integers(0, 2),  # node
+        st.integers(0, 7),  # pod
+        EXTREME,  # cpu
+        EXTREME,  # memory
+        st.booleans(),  # isolated
+    ),
+    max_size=50,
+)
+
+
+def extreme_pod(name: str, cpu: str, memory: str, iso: bool, node: str = "") -> Pod | None:
+    b = make_pod(name).container(cpu=cpu, memory=memory).container(cpu=cpu)
+    if iso:
+        b.isolated()
+    if node:
+        b.node(node)
+    p = parse_pod(b.obj())
+    return None if isinstance(p, InvalidObject) else p
+
+
+@settings(max_examples=300, deadline=None)
+@given(POD_OPS)
+def test_issue14_charges_are_exact_inverses_for_extreme_quantities(ops: list[Any]) -> None:
+    """Any sequence of add/update/remove/assume/forget with any amounts leaves the
+    charged amounts equal to a recomputation, and zero once every pod is gone."""
+    c = Cache(VirtualClock())
+    snap = Snapshot()
+    for kind, n, p, cpu, memory, iso in ops:
+        node, key = f"n{n}", PodKey(f"default/p{p}")
+        if kind == "node":
+            c.add_node(make_node(node).ext(ISO, n).build())
+        elif kind == "rmnode":
+            c.remove_node(node)
+        elif kind in ("add", "assume", "update"):
+            pod = extreme_pod(f"p{p}", cpu, memory, iso, node if kind != "assume" else "")
+            if pod is None:
+                continue  # invalid (a total beyond int64): never reaches the cache
+            if kind == "add" and (c.pod(key) is None or c.is_assumed(key)):
+                c.add_pod(pod)
+            elif kind == "assume" and c.pod(key) is None:
+                c.assume_pod(pod, NodeName(node))
+            elif kind == "update" and c.pod(key) is not None and not c.is_assumed(key):
+                old = c.pod(key)
+                assert old is not None
+                c.update_pod(old, pod)
+        elif kind == "forget":
+            c.forget_pod(key)
+        elif kind == "remove":
+            c.remove_pod(key)
+        rows = c.table.valid_rows()
+        assert np.array_equal(c.table.requested[rows], c.recompute_requested()[rows])
+        c.update_snapshot(snap)
+    assert np.array_equal(snap.requested, c.table.requested)
+    for p in range(8):
+        key = PodKey(f"default/p{p}")
+        if c.is_assumed(key):
+            c.forget_pod(key)
+        c.remove_pod(key)
+    t = c.table
+    assert not t.requested.any() and not t.nonzero_requested.any()
+    assert t.excess == {} and t.nonzero_excess == {}
+    assert c.requested_exact() == {}
+
+
+def test_issue14_running_pods_beyond_int64_on_one_node_are_released_exactly() -> None:
+    """`{cpu: 3, memory: 7Ei}` twice on one node: the sum is beyond int64; the node
+    reads as full, and deleting the pods leaves nothing charged."""
+    c = Cache(VirtualClock())
+    c.add_node(make_node("n").build())
+    for name in ("a", "b"):
+        c.add_pod(make_pod(name).req(cpu="3", memory="7Ei").node("n").build())
+    row, mem = c.table.row_of["n"], c.table.col["memory"]
+    assert int(c.table.requested[row, mem]) == 2**63 - 1
+    assert c.requested_exact()[("n", "memory")] == 2 * 7 * 2**60
+    assert c.requested_exact()[("n", "cpu")] == 6000
+    c.remove_pod(PodKey("default/a"))
+    assert int(c.table.requested[row, mem]) == 7 * 2**60
+    c.remove_pod(PodKey("default/b"))
+    assert not c.table.requested.any() and c.table.excess == {}
+
+
+def test_issue14_pod_with_a_request_beyond_int64_is_invalid_before_any_charge() -> None:
+    p = parse_pod(make_pod("p").req(cpu="3", memory="10Ei").node("n").obj())
+    assert isinstance(p, InvalidObject)
+    assert p.message.startswith("spec.containers[0].resources.requests.memory: ")
+    # Two containers each within int64 whose sum is not: named by resource.
+    p = parse_pod(make_pod("p").container(memory="5Ei").container(memory="5Ei").obj())
+    assert isinstance(p, InvalidObject)
+    assert p.message.startswith("spec.containers[*].resources.requests.memory: ")
+
+
+@pytest.mark.parametrize(
+    "alloc", [{"cpu": 2**70}, {"memory": -1}, {"cpu": 1000, "example.com/gpu": 2**64}]
+)
+def test_issue14_node_beyond_int64_is_refused_whole(alloc: dict[str, int]) -> None:
+    """A Node value no row can hold (built past the parser) is refused before a row
+    is allocated or written: no half-written row, no ghost row on each update."""
+    c = Cache(VirtualClock())
+    good = make_node("n").taint("a", "b").unschedulable().build()
+    c.add_node(good)
+    before = (c.table.n_rows, c.table.num_nodes, c.table.allocatable.copy())
+    bad_new = dataclasses.replace(make_node("m").build(), allocatable=alloc)
+    bad_old = dataclasses.replace(good, allocatable=alloc)
+    for bad in (bad_new, bad_old, bad_new, bad_old):
+        with pytest.raises(ValueError, match=r"status\.allocatable"):
+            c.add_node(bad)
+        with pytest.raises(ValueError, match=r"status\.allocatable"):
+            c.update_node(bad)
+    assert (c.table.n_rows, c.table.num_nodes) == before[:2]
+    assert np.array_equal(c.table.allocatable, before[2])
+    row = c.table.row_of["n"]
+    assert c.table.unschedulable[row] and c.table.taint_matrix[row].any()
+    assert c.node("n") is good and c.node("m") is None

@@ -9,6 +9,7 @@ IN_TREE registry and build the real runtime Profile from the result.
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -743,12 +744,14 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "negative-weight",
         one({"multiPoint": {"enabled": [{"name": "Image", "weight": -1}]}}),
-        "profiles[0].plugins.multiPoint.enabled[0].weight: must be >= 0, got -1",
+        "profiles[0].plugins.multiPoint.enabled[0].weight: must be between 0 and 2147483647, "
+        "got -1",
     ),
     (
-        "weights-overflow",
+        "weights-overflow",  # an int32 weight (kube's type) cannot make the total overflow
         one({"score": {"enabled": [{"name": "Image", "weight": 2**62}]}}),
-        "profiles[0].plugins.score: total score of Score plugins could overflow",
+        "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
+        "got 4611686018427387904",
     ),
     (
         "no-queue-sort",
@@ -1112,3 +1115,132 @@ def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture
         f"troupe: configuration: {f}: profiles[0].plugins.score.enabled[0]: "
         'plugin "PrioritySort" does not implement score'
     )
+
+
+# ---- issue #14: bounds on weights, the isolated-CPU resource, hostile files ------------
+
+
+def fit_args(i: int = 0, **args: Any) -> dict[str, Any]:
+    return {"schedulerName": f"s{i}", "pluginConfig": [{"name": "NodeResourcesFit", "args": args}]}
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        pytest.param(
+            one({"score": {"enabled": [{"name": "ImageLocality", "weight": 2**31}]}}),
+            "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
+            "got 2147483648",
+            id="weight-beyond-int32",
+        ),
+        pytest.param(
+            one({"score": {"enabled": [{"name": "ImageLocality", "weight": 10**30}]}}),
+            "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
+            f"got {10**30}",
+            id="weight-absurd",
+        ),
+        *(
+            pytest.param(
+                cfg(profiles=[fit_args(isolatedCPUResource=r)]),
+                "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be an extended "
+                f'resource name (domain/name), not "{r}"',
+                id=f"isolated-{r}",
+            )
+            for r in ("memory", "cpu", "ephemeral-storage", "pods", "hugepages-2Mi")
+        ),
+        pytest.param(
+            cfg(profiles=[fit_args(isolatedCPUResource="kubernetes.io/cpu")]),
+            "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be outside the "
+            'kubernetes.io domain, got "kubernetes.io/cpu"',
+            id="isolated-kubernetes-io",
+        ),
+        pytest.param(
+            cfg(profiles=[fit_args(isolatedCPUResource=7)]),
+            "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be a string, got 7",
+            id="isolated-number",
+        ),
+        pytest.param(
+            cfg(profiles=[fit_args(0), fit_args(1, isolatedCPUResource="example.com/iso")]),
+            "profiles[1].pluginConfig[0].args.isolatedCPUResource: must be the same in every "
+            'profile: profiles[0].pluginConfig[0].args.isolatedCPUResource is "troupe.dev/'
+            'isolated-cpu"',
+            id="isolated-differs-between-profiles",
+        ),
+    ],
+)
+def test_issue14_config_bounds_name_the_field(obj: object, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config(obj, IN_TREE)
+    assert str(e.value) == message
+
+
+def test_issue14_weight_at_int32_max_and_an_extended_isolated_resource_are_accepted() -> None:
+    c = parse_config(
+        cfg(
+            profiles=[
+                {
+                    "plugins": {
+                        "score": {"enabled": [{"name": "ImageLocality", "weight": 2**31 - 1}]}
+                    },
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"isolatedCPUResource": "example.com/iso"},
+                        }
+                    ],
+                }
+            ]
+        ),
+        IN_TREE,
+    )
+    weights = {s.name: s.weight for s in c.profiles[0].plugins["score"]}
+    assert weights["ImageLocality"] == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param(b"kind: \xff\xfe\n", "cannot read: not UTF-8 text", id="invalid-utf8"),
+        pytest.param(
+            b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "nested more than 200 levels deep",
+            id="deep-nesting",
+        ),
+        pytest.param(
+            b"a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + b"".join(
+                f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n".encode()
+                for i in range(8)
+            ),
+            "aliases expand to more than 100000 nodes",
+            id="alias-bomb",
+        ),
+        pytest.param(
+            b"percentageOfNodesToScore: " + b"9" * 5000 + b"\n", "not valid YAML", id="huge-int"
+        ),
+        pytest.param(
+            b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            b"podInitialBackoffSeconds: .nan\n",
+            "podInitialBackoffSeconds",
+            id="nan-duration",
+        ),
+        pytest.param(
+            b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            b"troupe: {unschedulableFlushSeconds: .inf}\n",
+            "troupe.unschedulableFlushSeconds",
+            id="inf-duration",
+        ),
+    ],
+)
+def test_issue14_hostile_config_file_is_one_clear_error(
+    tmp_path: Path, text: bytes, problem: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_bytes(text)
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError) as e:
+        load_config(str(path), IN_TREE)
+    assert time.perf_counter() - t0 < 2.0
+    assert str(e.value).startswith(f"{path}: ")
+    assert problem in str(e.value)
+    assert "\n" not in str(e.value)

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
-from scheduler.api.types import PodKey
+from scheduler.api.types import NodeName, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import BindConflict, InMemoryCluster
 from scheduler.config import default_config, parse_config
+from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.registry import IN_TREE
 from scheduler.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 from tests.builders import make_node, make_pod
@@ -217,3 +218,283 @@ def test_two_profiles_by_scheduler_name() -> None:
 
 def test_default_config_has_one_profile() -> None:
     assert [p.scheduler_name for p in default_config(IN_TREE).profiles] == ["troupe-scheduler"]
+
+
+# ---- issue #14: a pod the cache holds is never queued again; no cycle escapes --------
+
+
+def test_issue14_stale_pending_event_of_a_bound_pod_is_not_queued() -> None:
+    """A new leader's list replays a pod pending after we saw it bound."""
+    s, cluster = make(2)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        s.schedule_one()
+        await s.settle()
+        node = cluster.pods[key]["spec"]["nodeName"]
+        assert s.cache.pod(key) is not None and not s.cache.is_assumed(key)
+        stale = make_pod("p").req(cpu="1").obj()  # no nodeName: the old pending version
+        for _ in range(3):
+            s.on_pod(stale)
+        assert key not in s.queue
+        assert s.schedule_one() is False
+        await s.settle()
+        assert cluster.binds == 1 and cluster.pods[key]["spec"]["nodeName"] == node
+        s.cache.update_snapshot(s.snapshot)
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+        assert s.statistics().loop_errors == 0
+
+    asyncio.run(go())
+
+
+def test_issue14_popped_pod_already_in_the_cache_is_dropped() -> None:
+    s, cluster = make(2)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        assert key in s.queue
+        # The bound pod reaches the cache while the pod is still queued (a race
+        # between the informer and the queue): the cycle must drop it.
+        s.cache.add_pod(make_pod("p").req(cpu="1").node("n001").build())
+        assert s.schedule_one() is True
+        await s.settle()
+        stats = s.statistics()
+        assert stats.dropped_known == 1 and stats.loop_errors == 0
+        assert cluster.binds == 0 and key not in s.queue
+        s.cache.update_snapshot(s.snapshot)
+        assert s.cache.recompute_requested().tolist() == s.cache.table.requested.tolist()
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+
+    asyncio.run(go())
+
+
+def test_issue14_recreated_pod_with_a_new_uid_replaces_the_bound_one() -> None:
+    s, cluster = make(1)
+
+    async def go() -> None:
+        s.on_pod(make_pod("p").req(cpu="1").node("n000").obj())
+        old = s.cache.pod(PodKey("default/p"))
+        assert old is not None
+        obj = make_pod("p").req(cpu="1").obj()
+        obj["metadata"]["uid"] = "new-uid"
+        cluster.pods["default/p"] = obj
+        s.on_pod(obj)
+        assert "default/p" in s.queue
+        s.schedule_one()
+        await s.settle()
+        assert cluster.binds == 1
+        s.cache.update_snapshot(s.snapshot)
+        assert int(s.snapshot.requested[:, s.snapshot.col["cpu"]].sum()) == 1000
+
+    asyncio.run(go())
+
+
+def test_issue14_an_exception_in_a_cycle_is_counted_and_survived() -> None:
+    s, cluster = make(2)
+    clock = s.clock
+    assert isinstance(clock, VirtualClock)
+    real = s.cache.update_snapshot
+    calls = {"n": 0}
+
+    def flaky(snapshot: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        real(snapshot)  # type: ignore[arg-type]
+
+    s.cache.update_snapshot = flaky  # type: ignore[method-assign]
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        other = add_pod(s, cluster, "q", cpu="1")
+        assert s.schedule_one() is True  # raised inside: logged, counted, survived
+        assert s.statistics().loop_errors == 1
+        first = key if s.queue.where(key) == "backoffQ" else other
+        assert s.queue.where(first) == "backoffQ"
+        assert not s.queue.in_flight(first)
+        assert s.schedule_one() is True  # the loop carries on with the other pod
+        await s.settle()
+        clock.advance_by(2)
+        s.queue.flush()
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.binds == 2
+        assert all(cluster.pods[k]["spec"].get("nodeName") for k in (key, other))
+        assert s.statistics().loop_errors == 1
+
+    asyncio.run(go())
+
+
+def test_issue14_assume_of_a_pod_in_the_cache_is_handled_by_the_cycle() -> None:
+    """Even if the early check is bypassed, assume_pod's specific error is handled:
+    the pod is dropped, nothing is charged twice, nothing escapes."""
+    s, cluster = make(1)
+
+    async def go() -> None:
+        key = add_pod(s, cluster, "p", cpu="1")
+        qpi = s.queue.pop()
+        assert qpi is not None
+        s.cache.add_pod(make_pod("p").req(cpu="1").node("n000").build())
+        profile = s.profiles[qpi.pod.scheduler_name]
+        assert s._commit(profile, CycleState(), qpi, NodeName("n000")) is False
+        await s.settle()
+        assert cluster.binds == 0 and key not in s.queue
+        assert s.statistics().dropped_known == 1
+        assert s.cache.recompute_requested().tolist() == s.cache.table.requested.tolist()
+
+    asyncio.run(go())
+
+
+def test_issue14_node_updated_to_absurd_values_leaves_scheduling() -> None:
+    """A cordoned, tainted node whose allocatable goes beyond int64: no half-written
+    row, no ghost row per update, no pod lands on it; a readable version brings it
+    back in one row."""
+    s, cluster = make(0)
+
+    def node(alloc: dict[str, str]) -> dict[str, object]:
+        obj = make_node("big").taint("dedicated", "x").unschedulable().obj()
+        obj["status"]["allocatable"] = alloc
+        return obj
+
+    async def go() -> None:
+        s.on_node(make_node("small").capacity(cpu="1", memory="1Gi", pods="10").obj())
+        s.on_node(node({"cpu": "64", "memory": "64Gi", "pods": "110"}))
+        assert s.cache.table.num_nodes == 2
+        for alloc in (
+            {"cpu": "1e30", "memory": "64Gi", "pods": "110"},
+            {"cpu": "64", "memory": "8Ei", "pods": "110"},
+            {"cpu": "64", "memory": "10Ei", "pods": "110"},
+        ):
+            for _ in range(3):
+                s.on_node(node(alloc))
+                t = s.cache.table
+                assert (t.num_nodes, len(t.valid_rows())) == (1, 1)
+                assert s.cache.node("big") is None
+                assert s.invalid["big"].message.startswith("status.allocatable.")
+        for i in range(7):
+            obj = make_pod(f"p{i}").req(cpu="2").toleration("dedicated", "x", "NoSchedule").obj()
+            cluster.pods[f"default/p{i}"] = obj
+            s.on_pod(obj)
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.binds == 0  # small is too small; big is not a node now
+        s.on_node(node({"cpu": "64", "memory": "64Gi", "pods": "110"}))
+        t = s.cache.table
+        assert (t.num_nodes, len(t.valid_rows())) == (2, 2)
+        row = t.row_of["big"]
+        assert t.unschedulable[row] and t.taint_matrix[row].any()
+        assert "big" not in s.invalid
+
+    asyncio.run(go())
+
+
+# ---- issue #14: a missing or invalid PodGroup is said on the pod, once per change -----
+
+
+class CountingCluster(InMemoryCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.condition_writes: list[tuple[str, str, str]] = []
+
+    async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
+        self.condition_writes.append((pod, reason, message))
+        await super().set_pod_condition(pod, status, reason, message)
+
+
+def gang_scheduler() -> tuple[Scheduler, CountingCluster]:
+    cluster = CountingCluster()
+    s = Scheduler(default_config(IN_TREE), cluster, VirtualClock())
+    cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
+    s.on_node(make_node("n").build().raw)  # type: ignore[arg-type]
+    return s, cluster
+
+
+def pod_group(min_member: object) -> dict[str, object]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": min_member},
+    }
+
+
+@pytest.mark.parametrize(
+    ("min_member", "problem"),
+    [
+        (0, "spec.minMember: Invalid value: 0: must be greater than or equal to 1"),
+        (-3, "spec.minMember: Invalid value: -3: must be greater than or equal to 1"),
+        (1.5, "spec.minMember: Invalid value: 1.5: must be an integer"),
+        ("two", 'spec.minMember: Invalid value: "two": must be an integer'),
+    ],
+)
+def test_issue14_pod_of_an_invalid_podgroup_says_invalid_once(
+    min_member: object, problem: str
+) -> None:
+    s, cluster = gang_scheduler()
+    key = PodKey("default/p")
+    want = f'PodGroup "default/g" is invalid: {problem}'
+
+    async def go() -> None:
+        s.on_pod_group(pod_group(min_member))
+        obj = make_pod("p").group("g").req(cpu="1").obj()
+        cluster.pods[key] = obj
+        for _ in range(10):  # the same pod event again and again
+            s.on_pod(obj)
+            await s.settle()
+        assert s.schedule_one() is False
+        await s.settle()
+        assert cluster.condition_writes == [(key, "Unschedulable", want)]
+        assert [(e.reason, e.message) for e in cluster.events] == [("FailedScheduling", want)]
+        assert cluster.conditions[key]["status"] == "False"
+        # Fixed: the pod is scheduled.
+        s.on_pod_group(pod_group(1))
+        while s.schedule_one():
+            pass
+        await s.settle()
+        assert cluster.pods[key]["spec"].get("nodeName") == "n"
+
+    asyncio.run(go())
+
+
+def test_issue14_missing_then_invalid_podgroup_one_write_per_change() -> None:
+    s, cluster = gang_scheduler()
+    key = PodKey("default/p")
+
+    async def go() -> None:
+        obj = make_pod("p").group("g").req(cpu="1").obj()
+        cluster.pods[key] = obj
+        for _ in range(10):
+            s.on_pod(obj)
+        await s.settle()
+        assert cluster.condition_writes == [
+            (key, "Unschedulable", 'PodGroup "default/g" not found')
+        ]
+        for _ in range(3):  # the group arrives, unreadable; its event repeats
+            s.on_pod_group(pod_group(0))
+            s.on_pod(obj)
+        await s.settle()
+        assert [m for _, _, m in cluster.condition_writes] == [
+            'PodGroup "default/g" not found',
+            'PodGroup "default/g" is invalid: spec.minMember: Invalid value: 0: must be '
+            "greater than or equal to 1",
+        ]
+        assert len(cluster.events) == 2
+
+    asyncio.run(go())
+
+
+def test_issue14_valid_podgroup_updated_to_invalid_stops_being_used() -> None:
+    s, _ = gang_scheduler()
+
+    async def go() -> None:
+        s.on_pod_group(pod_group(2))
+        assert s.cache.pod_group("default/g") is not None  # type: ignore[arg-type]
+        s.on_pod_group(pod_group(0))
+        assert s.cache.pod_group("default/g") is None  # type: ignore[arg-type]
+        assert s.cache.invalid_pod_group("default/g").startswith("spec.minMember: ")  # type: ignore[arg-type, union-attr]
+        s.on_pod_group(pod_group(0), deleted=True)
+        assert s.cache.invalid_pod_group("default/g") is None  # type: ignore[arg-type]
+
+    asyncio.run(go())

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scheduler.cli import main
 from scheduler.config import default_config
 from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import InputError, load_objects, simulate
+from scheduler.simulate import InputError, format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sim"
 
@@ -170,3 +172,178 @@ def test_json_logs() -> None:
     out = _json.loads(JsonFormatter().format(rec))
     assert out["level"] == "INFO" and out["logger"] == "scheduler.scheduler"
     assert out["msg"] == "pod default/p is unschedulable: 0/1 nodes"
+
+
+# ---- issue #14: hostile input is one line on stderr and exit 2, in bounded time -------
+
+NODE_YAML = (
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
+    "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n"
+)
+
+
+def pod_yaml(name: str, extra: str = "") -> str:
+    return (
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\n"
+        f"spec:\n  schedulerName: troupe-scheduler\n{extra}"
+        "  containers: [{name: c, resources: {requests: {cpu: 100m}}}]\n"
+    )
+
+
+def alias_bomb() -> bytes:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 9):
+        prev, cur = chr(96 + i), chr(97 + i)
+        lines.append(f"{cur}: &{cur} [{', '.join(['*' + prev] * 10)}]")
+    return (
+        "\n".join(["apiVersion: v1", "kind: Node", "metadata: {name: n}", *lines]) + "\n"
+    ).encode()
+
+
+HOSTILE = [
+    pytest.param(
+        b"kind: Node\nmetadata: {name: \xff}\n", "not valid UTF-8 (byte 28)", id="invalid-utf8"
+    ),
+    pytest.param(
+        b"x: " + b"[" * 3000 + b"]" * 3000 + b"\n",
+        "nested more than 200 levels deep",
+        id="deep-yaml",
+    ),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "nested too deeply", id="deep-json"),
+    pytest.param(alias_bomb(), "aliases expand to more than 100000 nodes", id="alias-bomb"),
+    pytest.param(
+        b"kind: Node\nmetadata: {name: n}\nx: " + b"9" * 5000 + b"\n",
+        "integer string",
+        id="huge-int",
+    ),
+    pytest.param(
+        (NODE_YAML + "---\n" + pod_yaml("p", "  nodeName: 7\n")).encode(),
+        "document 2: Pod p: spec.nodeName must be a string, got 7",
+        id="node-name-not-a-string",
+    ),
+    pytest.param(
+        b"apiVersion: v1\nkind: Node\nmetadata: {name: 7}\n",
+        "document 1: Node metadata.name must be a non-empty string, got 7",
+        id="name-not-a-string",
+    ),
+    pytest.param(
+        (NODE_YAML + "---\n" + pod_yaml("p") + "---\n" + pod_yaml("p", "  nodeName: n\n")).encode(),
+        "document 3: duplicate Pod default/p (first in ",
+        id="duplicate-pod-running-and-pending",
+    ),
+    pytest.param(
+        (NODE_YAML + "---\n" + NODE_YAML).encode(),
+        "document 2: duplicate Node n (first in ",
+        id="duplicate-node",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "problem"), HOSTILE)
+def test_issue14_hostile_simulator_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: bytes, problem: str
+) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_bytes(text)
+    t0 = time.perf_counter()
+    assert main(["simulate", str(f)]) == 2
+    assert time.perf_counter() - t0 < 5.0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"troupe: {f}: "), err
+    assert problem in err
+
+
+def test_issue14_duplicate_names_both_places(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(NODE_YAML + "---\n" + pod_yaml("p"))
+    b.write_text(pod_yaml("q") + "---\n" + pod_yaml("p", "  nodeName: n\n"))
+    with pytest.raises(InputError) as e:
+        load_objects([str(a), str(b)])
+    assert str(e.value) == (f"{b}: document 2: duplicate Pod default/p (first in {a}: document 2)")
+    # The same name in two namespaces, or of two kinds, is not a duplicate.
+    b.write_text(pod_yaml("p").replace("{name: p}", "{name: p, namespace: other}"))
+    assert len(load_objects([str(a), str(b)])) == 3
+
+
+@pytest.mark.parametrize("until", ["inf", "nan", "-1", "-inf"])
+def test_issue14_until_must_be_finite(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, until: str
+) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_text(NODE_YAML)
+    assert main(["simulate", str(f), f"--until={until}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("troupe: --until: must be a finite number")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param(b"kind: \xff\n", "not UTF-8", id="invalid-utf8"),
+        pytest.param(b"a: " + b"[" * 3000 + b"]" * 3000 + b"\n", "nested more than", id="deep"),
+        pytest.param(alias_bomb(), "aliases expand", id="alias-bomb"),
+        pytest.param(
+            b"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            b"podMaxBackoffSeconds: .inf\n",
+            "podMaxBackoffSeconds",
+            id="inf-duration",
+        ),
+    ],
+)
+def test_issue14_hostile_config_for_simulate_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: bytes, problem: str
+) -> None:
+    cfg, f = tmp_path / "config.yaml", tmp_path / "in.yaml"
+    cfg.write_bytes(text)
+    f.write_text(NODE_YAML)
+    assert main(["simulate", "--config", str(cfg), str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("troupe: configuration: "), err
+    assert problem in err
+
+
+def test_issue14_kubectl_json_list_still_reads(tmp_path: Path) -> None:
+    f = tmp_path / "cluster.json"
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "schedulerName": "troupe-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+    }
+    f.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, pod]}, indent="\t")
+    )
+    out = simulate(load_objects([str(f)]), default_config(IN_TREE)).to_json_obj()
+    assert out["pods"]["default/p"]["node"] == "n"
+
+
+def test_issue14_pod_both_running_and_pending_in_a_simulation_has_no_traceback() -> None:
+    """The same pod running and pending (objects given directly, past the loader's
+    duplicate check): the running one wins; the pending one is not scheduled again."""
+    objs = [
+        yaml.safe_load(NODE_YAML),
+        yaml.safe_load(pod_yaml("p", "  nodeName: n\n")),
+        yaml.safe_load(pod_yaml("p")),
+    ]
+    result = simulate(objs, default_config(IN_TREE))
+    assert result.nodes["n"]["cpu"]["requested"] == 0.1
+    assert result.nodes["n"]["pods"]["requested"] == 1
+
+
+def test_issue14_table_output_with_a_non_string_node_name() -> None:
+    """Given directly to the simulation, `nodeName: 7` is a malformed pod with a
+    reason, and the table prints."""
+    objs = [yaml.safe_load(NODE_YAML), yaml.safe_load(pod_yaml("p", "  nodeName: 7\n"))]
+    result = simulate(objs, default_config(IN_TREE))
+    assert result.pods["default/p"]["node"] is None
+    assert "spec.nodeName" in result.pods["default/p"]["reason"]
+    assert "default/p" in format_table(result)

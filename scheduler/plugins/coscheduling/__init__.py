@@ -164,7 +164,7 @@ class Coscheduling(
         if key is None:
             return SUCCESS, 0.0
         if pg is None:
-            return Status(Code.UNSCHEDULABLE, (f'PodGroup "{key}" not found',), NAME), 0.0
+            return Status(Code.UNSCHEDULABLE, (self.manager.missing(key),), NAME), 0.0
         self.status.mark(key)
         if self.manager.placed(key) >= pg.min_member:
             self.manager.allow_waiting(key)

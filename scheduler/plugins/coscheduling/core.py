@@ -13,11 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
 from scheduler.api.types import GroupKey, Pod, PodGroup
-from scheduler.framework.handle import Handle
+from scheduler.framework.handle import ClusterLister, Handle
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.waiting_pods import WaitingPods
 
 NAME: Final = "Coscheduling"
 
@@ -27,6 +26,26 @@ class CoschedulingArgs:
     permit_waiting_time_seconds: float = 60.0
     pod_group_backoff_seconds: float = 0.0
     status_coalesce_seconds: float = 1.0
+
+
+def placed_members(lister: ClusterLister, waiting: WaitingPods, key: GroupKey) -> int:
+    """How many of a group's members hold a place: bound, or assumed and not rejected.
+
+    A member rejected at Permit (PostFilter's optimistic rejection, a sibling's
+    Unreserve, a timeout) stays assumed until its binding cycle runs and forgets
+    it; counting it meanwhile would let a later member pass Permit on a quorum
+    that no longer exists and bind below minMember (issue #14).
+    """
+    n = 0
+    for p in lister.pods_in_group(key):
+        if lister.pod(p.key) is None:
+            continue
+        if lister.is_assumed(p.key):
+            wp = waiting.get(p.key)
+            if wp is not None and wp.rejected:
+                continue
+        n += 1
+    return n
 
 
 class PodGroupManager:
@@ -49,8 +68,7 @@ class PodGroupManager:
 
     def placed(self, key: GroupKey) -> int:
         """Members bound or assumed (kube's CalculateAssignedPods, assumed included)."""
-        lister = self.handle.lister
-        return sum(1 for p in lister.pods_in_group(key) if lister.pod(p.key) is not None)
+        return placed_members(self.handle.lister, self.handle.waiting_pods, key)
 
     def waiting(self, key: GroupKey) -> Iterable[object]:
         return [wp for wp in self.handle.waiting_pods if wp.pod.group_key == key]
@@ -68,17 +86,23 @@ class PodGroupManager:
         if key is None:
             return SUCCESS
         if pg is None:
-            return Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f'PodGroup "{key}" not found',), NAME
-            )
-        n = len(self.members(key))
-        if n < pg.min_member:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (self.missing(key),), NAME)
+        if len(self.members(key)) < pg.min_member:
+            # No member count in the text: it is shown on every waiting member
+            # (once per change), and a count would change with each arrival.
             return Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                (f'PodGroup "{key}" has {n} pods, fewer than minMember {pg.min_member}',),
+                (f'PodGroup "{key}" has fewer pods than minMember {pg.min_member}',),
                 NAME,
             )
         return SUCCESS
+
+    def missing(self, key: GroupKey) -> str:
+        """Why a pod's group is not there: invalid (naming the field) or not found."""
+        problem = self.handle.lister.invalid_pod_group(key)
+        if problem is not None:
+            return f'PodGroup "{key}" is invalid: {problem}'
+        return f'PodGroup "{key}" not found'
 
     def check_denied(self, key: GroupKey) -> Status:
         until = self._denied_until.get(key)
@@ -104,7 +128,8 @@ class PodGroupManager:
             c = nodes.col.get(resource)
             free = 0
             if c is not None:
-                free = int(np.sum(nodes.allocatable[rows, c] - nodes.requested[rows, c]))
+                # Summed as Python ints: many large nodes would overflow an int64 sum.
+                free = sum((nodes.allocatable[rows, c] - nodes.requested[rows, c]).tolist())
             if free + own.get(resource, 0) < want:
                 return Status(
                     Code.UNSCHEDULABLE,

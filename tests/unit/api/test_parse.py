@@ -4,6 +4,7 @@ dispatch by kind, and malformed objects as values that name the field."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -912,3 +913,41 @@ def test_parse_object_unknown_kind_names_the_field() -> None:
     got = parse_object({"kind": "ConfigMap", "metadata": {"name": "c"}})
     assert isinstance(got, InvalidObject) and got.kind == "ConfigMap"
     assert got.message.startswith('kind: Unsupported value: "ConfigMap"')
+
+
+# ---- issue #14: absurd quantities are per-object reasons naming the field, fast ----
+
+HUGE = ["1e999999999", "1e30", "8Ei", "10Ei", "9" * 100_000, 10**400]
+
+
+@pytest.mark.parametrize("amount", HUGE, ids=[repr(a)[:16] for a in HUGE])
+def test_issue14_huge_quantities_are_invalid_objects_naming_the_field(amount: object) -> None:
+    t0 = time.perf_counter()
+    pod = parse_pod(make_pod("p").req(memory=amount).obj())  # type: ignore[arg-type]
+    assert isinstance(pod, InvalidObject)
+    assert pod.message.startswith("spec.containers[0].resources.requests.memory: ")
+    node_obj = make_node("n").taint("a", "b").unschedulable().obj()
+    node_obj["status"]["allocatable"]["memory"] = amount
+    node = parse_node(node_obj)
+    assert isinstance(node, InvalidObject)
+    assert node.message.startswith("status.allocatable.memory: ")
+    pg = parse_pod_group(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g"},
+            "spec": {"minMember": 2, "minResources": {"memory": amount}},
+        }
+    )
+    assert isinstance(pg, InvalidObject)
+    assert pg.message.startswith("spec.minResources.memory: ")
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_issue14_cpu_is_bounded_in_milli_units() -> None:
+    """cpu is charged in milli-units: the bound is int64 milli-cpu."""
+    ok = parse_pod(make_pod("p").req(cpu="9223372036854775").obj())
+    assert not isinstance(ok, InvalidObject)
+    bad = parse_pod(make_pod("p").req(cpu="9223372036854776").obj())
+    assert isinstance(bad, InvalidObject)
+    assert bad.message.startswith("spec.containers[0].resources.requests.cpu: ")

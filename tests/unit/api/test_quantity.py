@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
 
-from scheduler.api.quantity import BAD_QUANTITY, milli_value, parse_quantity, to_scaled, value
+from scheduler.api.quantity import (
+    BAD_QUANTITY,
+    OUT_OF_RANGE,
+    milli_value,
+    parse_quantity,
+    to_scaled,
+    value,
+)
 from scheduler.api.types import CPU, ISOLATED_CPU_RESOURCE, MILLI_RESOURCES, ParseError
 
 F = Fraction
@@ -95,8 +103,7 @@ ERROR_CASES = [
     "1_000",
     "٣",
     "0x10",
-    "1e99999",
-    "1" * 101,
+    "1" * 200 + "x",
     True,
     None,
     [1],
@@ -112,6 +119,36 @@ def test_errors_name_the_field(given: object) -> None:
         parse_quantity(given, "spec.x")
     assert str(e.value) == f"spec.x: {BAD_QUANTITY}"
     assert e.value.field_path == "spec.x"
+
+
+OUT_OF_RANGE_CASES = [
+    "1e99999",
+    "1e999999999",
+    "1e-999999999",
+    "1" * 101,
+    "9" * 1_000_000,
+    10**1000,
+]
+
+
+@pytest.mark.parametrize(
+    "given", OUT_OF_RANGE_CASES, ids=[repr(c)[:20] for c in OUT_OF_RANGE_CASES]
+)
+def test_issue14_quantity_exponent_is_bounded(given: object) -> None:
+    """ "1e999999999" once froze the process: parsing is bounded in time and size
+    whatever the digits or exponent, and says why."""
+    t0 = time.perf_counter()
+    with pytest.raises(ParseError) as e:
+        parse_quantity(given, "spec.x")
+    assert time.perf_counter() - t0 < 0.5
+    assert str(e.value) == f"spec.x: {OUT_OF_RANGE}"
+
+
+def test_issue14_large_but_bounded_quantities_parse_fast() -> None:
+    t0 = time.perf_counter()
+    assert parse_quantity("1e1000") == 10**1000
+    assert parse_quantity("9" * 100 + "Ei") == (10**100 - 1) * 2**60
+    assert time.perf_counter() - t0 < 0.5
 
 
 def test_message_is_kubernetes_wording() -> None:

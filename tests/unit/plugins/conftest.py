@@ -27,10 +27,14 @@ class FakeLister:
     def __init__(self) -> None:
         self.pods: dict[str, Pod] = {}
         self.groups: dict[str, PodGroup] = {}
+        self.invalid_groups: dict[str, str] = {}
         self.assumed: set[str] = set()
 
     def pod_group(self, key: GroupKey) -> PodGroup | None:
         return self.groups.get(key)
+
+    def invalid_pod_group(self, key: GroupKey) -> str | None:
+        return self.invalid_groups.get(key)
 
     def pods_in_group(self, key: GroupKey) -> Iterable[Pod]:
         return [p for p in self.pods.values() if p.group_key == key]

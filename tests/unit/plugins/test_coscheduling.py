@@ -77,7 +77,7 @@ def members(n: int, g: str = "g", cpu: str = "1") -> list[Pod]:
             members(2),
             [group("g", 3)],
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-            'PodGroup "default/g" has 2 pods, fewer than minMember 3',
+            'PodGroup "default/g" has fewer pods than minMember 3',
             id="too-few",
         ),
         pytest.param(members(3), [group("g", 3)], Code.SUCCESS, "", id="enough"),
@@ -208,3 +208,32 @@ def test_args(args: dict[str, Any], field: str) -> None:
     with pytest.raises(PluginArgsError) as e:
         Coscheduling.new(args, make_handle())
     assert e.value.field_path == field
+
+
+def test_issue14_permit_does_not_count_a_rejected_reservation() -> None:
+    """A member rejected at Permit (here by PostFilter's optimistic rejection) is
+    still assumed until its binding cycle forgets it; the next member's Permit
+    must not count it towards minMember."""
+    pods = members(3)
+    plugin, handle, lister = setup([group("g", 2)], pods)
+    lister.assumed.add(pods[0].key)
+    st, timeout = plugin.permit(CycleState(), pods[0], N)
+    assert st.code is Code.WAIT
+    first = WaitingPod(pods[0], N, {"Coscheduling": timeout}, handle.clock)
+    handle.waiting_pods.add(first)
+    _, st = plugin.post_filter(CycleState(), pods[1], NodeToStatus({}, 1))
+    assert first.rejected
+    lister.assumed.add(pods[2].key)  # the third member fits and is assumed
+    st, _ = plugin.permit(CycleState(), pods[2], N)
+    assert st.code is Code.WAIT  # 1 placed of 2, not 2: it must not bind alone
+
+
+def test_issue14_min_resources_summed_without_int64_overflow() -> None:
+    """Free capacity summed over nodes whose total is beyond int64 still counts."""
+    plugin, handle, _ = setup([group("g", 2, minResources={"memory": "1Gi"})], members(2))
+    table = table_of(
+        [make_node(f"n{i}").capacity(cpu=8, memory="7Ei", pods=110).build() for i in range(4)]
+    )
+    handle.snapshot = lambda: table
+    _, st = plugin.pre_filter(CycleState(), members(2)[0], table)
+    assert st.is_skip, st.message
