@@ -345,3 +345,44 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert "7 of 12 pods bound" in out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
+
+
+def test_client_connection_kubeconfig_from_the_config_file_binds_a_later_pod(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    """The third way in: kube-scheduler's `clientConnection.kubeconfig`, no flag."""
+    nodes(api, 1)
+    t = Troupe(
+        tmp_path,
+        kubeconfig=None,
+        config={"clientConnection": {"kubeconfig": str(kubeconfig), "qps": 100, "burst": 200}},
+        env={"KUBERNETES_SERVICE_HOST": "", "KUBECONFIG": str(tmp_path / "missing")},
+    )
+    with t:
+        t.wait_ready()
+        pod(api, "later")
+        until(lambda: node_of(api, "later") == "n0", what="bound through the config's kubeconfig")
+        assert t.stop() == 0
+
+
+def test_leader_elect_false_schedules_without_a_lease(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    nodes(api, 1)
+    with Troupe(
+        tmp_path, kubeconfig=kubeconfig, config={"leaderElection": {"leaderElect": False}}
+    ) as t:
+        t.wait_ready()
+        pod(api, "p")
+        until(lambda: node_of(api, "p") == "n0")
+        assert api.get("leases", "kube-system", "troupe-scheduler") is None
+        assert t.stop() == 0
+
+
+def test_a_bad_configuration_field_stops_start_up_with_its_name(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    t = Troupe(tmp_path, kubeconfig=kubeconfig, config={"leaderElection": {"leaseDuration": 15}})
+    t.start()
+    assert t.wait(30) == 2
+    assert 'leaderElection.leaseDuration: must be a duration such as "15s", got 15' in t.log()
