@@ -20,6 +20,7 @@ import ssl
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,7 @@ class ApiServer:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._ssl: ssl.SSLContext | None = None
         self._ca_pem = b""
+        self._transports: weakref.WeakSet[asyncio.Transport] = weakref.WeakSet()
 
     # Life cycle ------------------------------------------------------------
 
@@ -151,6 +153,11 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        # A TLS connection's close waits for the peer's close_notify, which may never
+        # come before the loop ends: abort what is left so no socket leaks.
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -352,15 +359,20 @@ class ApiServer:
     # HTTP ------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            self._transports.add(request.transport)
         try:
             return await self._serve(request)
         except ApiError as e:
             return _json(e.status(), e.code)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        auth = request.headers.get("Authorization", "")
-        if self.token is not None and auth != f"Bearer {self.token}":
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if self.token is not None and (scheme.lower() != "bearer" or given.strip() != self.token):
             raise ApiError(401, "Unauthorized", "Unauthorized")
+        counted = self._classify(request)
+        if counted is not None:
+            self.requests[counted] += 1
         for h in list(self.hangs):
             if h.matches(request):
                 if h.released is None:
@@ -406,6 +418,44 @@ class ApiServer:
         target = self._target(group, version, rest, request.path)
         return await self._verb(request, target)
 
+    def _classify(self, request: web.Request) -> tuple[str, str, str] | None:
+        """(verb, plural, subresource) of a resource request, as kube's audit names it."""
+        parts = [p for p in request.path.split("/") if p]
+        if len(parts) < 3 or parts[0] not in ("api", "apis"):
+            return None
+        group, version, rest = (
+            ("", parts[1], parts[2:])
+            if parts[0] == "api"
+            else (
+                parts[1],
+                parts[2],
+                parts[3:],
+            )
+        )
+        if not rest:
+            return None
+        try:
+            t = self._target(group, version, rest, request.path)
+        except ApiError:
+            return None
+        method, sub = request.method, t.subresource
+        if method == "GET":
+            if t.name is not None:
+                verb = "get"
+            else:
+                verb = "watch" if request.query.get("watch") in ("1", "true", "True") else "list"
+        elif method == "POST":
+            verb = "create"
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "delete" if t.name is not None else "deletecollection"
+        else:
+            verb = method.lower()
+        return (verb, t.res.plural, sub)
+
     def _target(self, group: str, version: str, rest: list[str], path: str) -> _Target:
         reg = self.store.registry
         if rest[0] == "namespaces" and len(rest) >= 3:
@@ -438,16 +488,13 @@ class ApiServer:
             raise _path_not_found(request.path)
         if method == "GET":
             if t.name is not None:
-                self.requests[("get", res.plural, t.subresource)] += 1
                 obj = store.get(res, t.namespace, t.name)
                 if _wants_table(request):
                     return _json(tables.table(res, [obj], store.rv, None))
                 return _json(obj)
             pred = _selector(q, res)
             if q.get("watch") in ("1", "true", "True"):
-                self.requests[("watch", res.plural, "")] += 1
                 return await self._watch(request, t, pred)
-            self.requests[("list", res.plural, "")] += 1
             limit = _int(q.get("limit", "0"), "limit")
             items, rv, cont, remaining = store.list(
                 res, t.namespace, pred, limit, q.get("continue")
@@ -469,7 +516,6 @@ class ApiServer:
             )
         body = await _body(request)
         if method == "POST" and t.subresource == "binding":
-            self.requests[("create", res.plural, "binding")] += 1
             assert t.namespace is not None and t.name is not None
             ns, name = t.namespace, t.name
             return self._write(
@@ -480,7 +526,6 @@ class ApiServer:
                 lambda _: _json(status_body(201), 201),
             )
         if method == "POST" and t.name is None:
-            self.requests[("create", res.plural, "")] += 1
             if not isinstance(body, Mapping):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             return self._write(
@@ -492,7 +537,6 @@ class ApiServer:
             )
         if t.name is None:
             if method == "DELETE":
-                self.requests[("deletecollection", res.plural, "")] += 1
                 pred = _selector(q, res)
                 for obj in store.list(res, t.namespace, pred)[0]:
                     meta = obj["metadata"]
@@ -501,7 +545,6 @@ class ApiServer:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
         name = t.name
         if method == "PUT":
-            self.requests[("update", res.plural, t.subresource)] += 1
             if not isinstance(body, Mapping):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             return self._write(
@@ -512,7 +555,6 @@ class ApiServer:
                 _json,
             )
         if method == "PATCH":
-            self.requests[("patch", res.plural, t.subresource)] += 1
             ctype = request.headers.get("Content-Type", "")
             return self._write(
                 request,
@@ -522,7 +564,6 @@ class ApiServer:
                 _json,
             )
         if method == "DELETE" and not t.subresource:
-            self.requests[("delete", res.plural, "")] += 1
             opts = body if isinstance(body, Mapping) else {}
             return self._write(
                 request, "delete", t, lambda: store.delete(res, t.namespace, name, opts), _json
