@@ -613,6 +613,11 @@ class ApiServer:
         q, res = request.query, t.res
         rv_text = q.get("resourceVersion", "")
         since = None if rv_text in ("", "0") else _int(rv_text, "resourceVersion")
+        initial = q.get("sendInitialEvents")
+        if initial == "true":  # a watch-list request: the state now, then changes
+            since = None
+        elif initial == "false" and rv_text == "":
+            since = self.store.rv
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -622,14 +627,14 @@ class ApiServer:
             await resp.prepare(request)
             return resp
         try:
-            w = self.store.watch(res, t.namespace, pred, since)
+            w = self.store.watch(res, t.namespace, pred, since, initial == "true")
         except ApiError as e:
             await resp.prepare(request)
             await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
             return resp
         try:
             await resp.prepare(request)
-            await self._pump(resp, w, timeout, bookmarks)
+            await self._pump(resp, w, timeout, bookmarks, _wants_table(request))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -637,7 +642,12 @@ class ApiServer:
         return resp
 
     async def _pump(
-        self, resp: web.StreamResponse, w: Watcher, timeout: float | None, bookmarks: bool
+        self,
+        resp: web.StreamResponse,
+        w: Watcher,
+        timeout: float | None,
+        bookmarks: bool,
+        as_table: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout is not None else None
@@ -664,7 +674,12 @@ class ApiServer:
                         await resp.write(b"".join(chunk))
                     return
                 ev, as_type = item
-                chunk.append(ev.line(as_type))
+                if as_table and ev.type != "BOOKMARK":
+                    obj = tables.table(w.res, [ev.obj], ev.rv, None)
+                    line = {"type": as_type or ev.type, "object": obj}
+                    chunk.append(json.dumps(line).encode() + b"\n")
+                else:
+                    chunk.append(ev.line(as_type))
                 if w.queue.empty():
                     break
                 item = w.queue.get_nowait()

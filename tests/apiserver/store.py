@@ -267,15 +267,25 @@ class Store:
         namespace: str | None,
         predicate: Predicate | None,
         since: int | None,
+        initial_events_end: bool = False,
     ) -> Watcher:
         """A registered watcher, its queue pre-filled: synthetic ADDED for the current
         objects when `since` is None, else the logged events after `since` (410 when
-        the log no longer reaches back that far)."""
+        the log no longer reaches back that far). With `initial_events_end` (a watch-list
+        request, sendInitialEvents=true) the ADDED events end with the BOOKMARK annotated
+        `k8s.io/initial-events-end` that client-go's reflector waits for."""
         bucket = self.bucket(res)
         w = Watcher(res, namespace, predicate)
         if since is None:
             for obj in self.list(res, namespace, predicate)[0]:
                 w.queue.put_nowait((Event("ADDED", obj, None, self.rv), None))
+            if initial_events_end:
+                meta = {
+                    "resourceVersion": str(self.rv),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                }
+                mark = {"kind": res.kind, "apiVersion": res.group_version, "metadata": meta}
+                w.queue.put_nowait((Event("BOOKMARK", mark, None, self.rv), None))
         else:
             if since < bucket.log_start:
                 raise ApiError(

@@ -615,13 +615,56 @@ async def test_small_event_log_expires_old_versions() -> None:
             assert names == ["p3", "p4"]
 
 
-async def test_watch_timeout_and_bookmarks(http: Http) -> None:
-    t0 = time.monotonic()
-    query = "?watch=1&timeoutSeconds=1&allowWatchBookmarks=true"
+async def test_watch_timeout_and_bookmarks() -> None:
+    async with ApiServer(bookmark_interval=0.2) as server, aiohttp.ClientSession() as s:
+        t0 = time.monotonic()
+        query = "?watch=1&timeoutSeconds=1&allowWatchBookmarks=true"
+        async with s.get(f"{server.url}{PODS}{query}") as resp:
+            events = await read_events(resp, 100, timeout=5)
+        assert 0.9 < time.monotonic() - t0 < 4
+        assert len(events) >= 2 and {e["type"] for e in events} == {"BOOKMARK"}
+        mark = events[-1]["object"]
+        assert (mark["kind"], mark["metadata"]["resourceVersion"]) == ("Pod", str(server.store.rv))
+
+
+async def test_watch_list_ends_initial_events_with_a_bookmark(srv: ApiServer, http: Http) -> None:
+    """client-go 1.37's reflectors (kubectl wait, informers) watch with sendInitialEvents."""
+    srv.create(pod("a"))
+    srv.create(pod("b"))
+    query = (
+        "?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+        "&allowWatchBookmarks=true"
+    )
     async with http.session.get(f"{http.url}{PODS}{query}") as resp:
-        events = await read_events(resp, 100, timeout=5)
-    assert 0.9 < time.monotonic() - t0 < 4
-    assert events == [] or {e["type"] for e in events} == {"BOOKMARK"}
+        events = await read_events(resp, 3)
+        srv.create(pod("c"))
+        events += await read_events(resp, 1)
+    assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK", "ADDED"]
+    mark = events[2]["object"]["metadata"]
+    assert mark["annotations"] == {"k8s.io/initial-events-end": "true"}
+    assert int(mark["resourceVersion"]) < int(events[3]["object"]["metadata"]["resourceVersion"])
+
+
+async def test_table_output_for_list_get_and_watch(srv: ApiServer, http: Http) -> None:
+    srv.create(pod("p", nodeName="n1", status={"phase": "Running", "podIP": "10.0.0.5"}))
+    accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+    status, tab = await http("GET", PODS, headers=accept)
+    assert (status, tab["kind"]) == (200, "Table")
+    columns = [c["name"] for c in tab["columnDefinitions"]]
+    assert columns[:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    row = dict(zip(columns, tab["rows"][0]["cells"], strict=True))
+    assert (row["Name"], row["Status"], row["IP"], row["Node"]) == (
+        "p",
+        "Running",
+        "10.0.0.5",
+        "n1",
+    )
+    assert tab["rows"][0]["object"]["metadata"]["namespace"] == "default"
+    _, one = await http("GET", PODS + "/p", headers=accept)
+    assert one["rows"][0]["cells"][0] == "p"
+    async with http.session.get(f"{http.url}{PODS}?watch=1", headers=accept) as resp:
+        event = (await read_events(resp, 1))[0]
+    assert event["object"]["kind"] == "Table" and event["object"]["rows"][0]["cells"][0] == "p"
 
 
 async def test_watch_selector_transitions(srv: ApiServer, http: Http) -> None:

@@ -84,6 +84,15 @@ def gang(cluster: tuple[ApiServer, Kubectl]) -> tuple[ApiServer, Kubectl]:
     return srv, kubectl
 
 
+def test_wait_for_the_crd_to_be_established(cluster: tuple[ApiServer, Kubectl]) -> None:
+    _, kubectl = cluster
+    kubectl("apply", "-f", str(REPO / "crds"))
+    out = kubectl(
+        "wait", "--for=condition=established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=10s"
+    )
+    assert "condition met" in out
+
+
 def test_get_nodes(gang: tuple[ApiServer, Kubectl]) -> None:
     _, kubectl = gang
     rows = table(kubectl("get", "nodes"))
