@@ -538,10 +538,19 @@ class ApiServer:
         if t.name is None:
             if method == "DELETE":
                 pred = _selector(q, res)
-                for obj in store.list(res, t.namespace, pred)[0]:
-                    meta = obj["metadata"]
-                    store.delete(res, meta.get("namespace"), meta["name"])
-                return _json(status_body(200, message=""))
+
+                def delete_all() -> None:
+                    for obj in store.list(res, t.namespace, pred)[0]:
+                        meta = obj["metadata"]
+                        store.delete(res, meta.get("namespace"), meta["name"])
+
+                return self._write(
+                    request,
+                    "deletecollection",
+                    t,
+                    delete_all,
+                    lambda _: _json(status_body(200, "", "")),
+                )
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
         name = t.name
         if method == "PUT":
@@ -667,7 +676,7 @@ class ApiServer:
                 obj = {"kind": w.res.kind, "apiVersion": w.res.group_version, "metadata": mark}
                 await resp.write(json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n")
                 continue
-            chunk = []
+            chunk: list[bytes] = []
             while True:
                 if item is STOP or item is DROP:
                     if chunk:
@@ -764,7 +773,8 @@ def _int(text: str, what: str) -> int:
 
 def _selector(q: Mapping[str, str], res: Resource) -> Callable[[Mapping[str, Any]], bool] | None:
     try:
-        return selector(q.get("labelSelector"), q.get("fieldSelector"), res.kind)
+        kind = f"{res.group}/{res.kind}" if res.group else res.kind
+        return selector(q.get("labelSelector"), q.get("fieldSelector"), kind)
     except SelectorError as e:
         raise ApiError(400, "BadRequest", str(e)) from e
 

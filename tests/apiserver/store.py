@@ -252,10 +252,12 @@ class Store:
             obj = objects[key]
             if predicate is not None and not predicate(obj):
                 continue
-            if limit and len(items) == limit:
+            if limit and len(items) == limit and last is not None:
                 token = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(last)})
                 cont = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
-                remaining = None if predicate else len(objects) - objects.index(last) - 1
+                remaining = None
+                if predicate is None and namespace is None:
+                    remaining = len(objects) - objects.index(last) - 1
                 return items, rv, cont, remaining
             items.append(obj)
             last = key

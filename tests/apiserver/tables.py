@@ -151,6 +151,7 @@ def _custom(res: Resource) -> tuple[list[dict[str, Any]], Callable[[Mapping[str,
 def table(
     res: Resource, items: Sequence[Mapping[str, Any]], rv: int, cont: str | None
 ) -> dict[str, Any]:
+    row: Callable[[Mapping[str, Any]], Row]
     if res.group == "" and res.kind == "Pod":
         columns, row = POD_COLUMNS, _pod_row
     elif res.group == "" and res.kind == "Node":
@@ -158,10 +159,7 @@ def table(
     elif res.printer_columns:
         columns, row = _custom(res)
     else:
-        columns = [_column("Name", fmt="name"), _column("Age")]
-
-        def row(obj: Mapping[str, Any]) -> Row:
-            return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
+        columns, row = [_column("Name", fmt="name"), _column("Age")], _name_age_row
 
     meta: dict[str, Any] = {"resourceVersion": str(rv)}
     if cont:
@@ -173,6 +171,10 @@ def table(
         "columnDefinitions": columns,
         "rows": [{"cells": row(obj), "object": _partial(obj)} for obj in items],
     }
+
+
+def _name_age_row(obj: Mapping[str, Any]) -> Row:
+    return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
 
 
 def _partial(obj: Mapping[str, Any]) -> dict[str, Any]:

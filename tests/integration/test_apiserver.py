@@ -524,6 +524,38 @@ async def test_event_field_selectors(http: Http) -> None:
         assert [i["metadata"]["name"] for i in got["items"]] == want, query
 
 
+async def test_events_k8s_io_selects_on_regarding(http: Http) -> None:
+    path = "/apis/events.k8s.io/v1/namespaces/default/events"
+    for name, uid in [("e1", "u1"), ("e2", "u2")]:
+        event = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name},
+            "regarding": {"kind": "Pod", "name": "p", "namespace": "default", "uid": uid},
+            "reason": "Scheduled",
+            "reportingController": "troupe-scheduler",
+            "action": "Binding",
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+        }
+        await http.ok("POST", path, event)
+    got = await http.ok("GET", f"{path}?fieldSelector=regarding.uid%3Du2")
+    assert (got["kind"], [i["metadata"]["name"] for i in got["items"]]) == ("EventList", ["e2"])
+
+
+async def test_bad_selectors_are_400(http: Http) -> None:
+    for query in ["labelSelector=a+in+b", "fieldSelector=metadata.name", "labelSelector=(x)"]:
+        status, body = await http("GET", f"{PODS}?{query}")
+        assert (status, body["reason"]) == (400, "BadRequest"), query
+
+
+async def test_delete_collection_by_label(srv: ApiServer, http: Http) -> None:
+    for name, app in [("a", "web"), ("b", "web"), ("c", "db")]:
+        srv.create(pod(name, labels={"app": app}))
+    await http.ok("DELETE", f"{PODS}?labelSelector=app%3Dweb")
+    assert [p["metadata"]["name"] for p in srv.objects("pods")] == ["c"]
+    assert srv.writes[-1].verb == "deletecollection"
+
+
 # Pagination --------------------------------------------------------------------
 
 
