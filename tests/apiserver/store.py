@@ -523,8 +523,10 @@ class Store:
         patch: Any,
         subresource: str = "",
     ) -> dict[str, Any]:
-        current = self.get(res, namespace, name)
         ctype = content_type.split(";")[0].strip()
+        if ctype == APPLY_PATCH:
+            return self._apply(res, namespace, name, patch, subresource)
+        current = self.get(res, namespace, name)
         if ctype == MERGE_PATCH:
             if not isinstance(patch, Mapping):
                 raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
@@ -540,10 +542,37 @@ class Store:
                 415,
                 "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types "
-                f"include: {JSON_PATCH}, {MERGE_PATCH}"
+                f"include: {JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}"
                 + ("" if res.custom else f", {STRATEGIC_PATCH}"),
             )
         return self.update(res, namespace, name, body, subresource)
+
+    def _apply(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        intent: Any,
+        subresource: str,
+    ) -> dict[str, Any]:
+        """Server-side apply, approximated: create when absent, else merge the intent in
+        (strategic for built-in kinds). Field ownership (managedFields) is not kept, so a
+        field dropped from the intent is not removed."""
+        if not isinstance(intent, Mapping):
+            raise ApiError(400, "BadRequest", "an apply patch must be an object")
+        meta = intent.get("metadata") or {}
+        if meta.get("name", name) != name:
+            raise ApiError(
+                400, "BadRequest", "the name of the object does not match the name on the URL"
+            )
+        try:
+            current = self.get(res, namespace, name)
+        except ApiError:
+            if subresource:
+                raise
+            return self.create(res, namespace, intent, keep_status=False)
+        merge = merge_patch if res.custom else strategic_merge_patch
+        return self.update(res, namespace, name, merge(current, intent), subresource)
 
     def delete(
         self,

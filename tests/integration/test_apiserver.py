@@ -435,7 +435,7 @@ async def test_patch_types(
     [
         (PODS + "/p", JSONPATCH, [{"op": "test", "path": "/metadata/name", "value": "q"}], 422),
         (PODS + "/p", JSONPATCH, [{"op": "remove", "path": "/spec/nothing"}], 422),
-        (PODS + "/p", "application/apply-patch+yaml", {"metadata": {}}, 415),
+        (PODS + "/p", "application/yaml-patch+yaml", {"metadata": {}}, 415),
         (PODS + "/nope", MERGE, {"metadata": {}}, 404),
     ],
 )

@@ -6,6 +6,7 @@ and a `Kubectl` bound to it, for tests that add `troupe run` to the picture.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,6 +201,35 @@ def test_describe_pod_lists_its_events(gang: tuple[ApiServer, Kubectl]) -> None:
     assert "0/2 nodes are available: 2 Insufficient cpu." in events
     # An event about another pod of the same name (another uid) is not listed.
     assert "FailedScheduling" not in kubectl("describe", "pod", "gang-0").split("Events:", 1)[1]
+
+
+def test_server_side_apply(gang: tuple[ApiServer, Kubectl]) -> None:
+    srv, kubectl = gang
+    out = kubectl(
+        "apply", "--server-side", "-f", "-", stdin=GANG.replace("minMember: 2", "minMember: 5")
+    )
+    assert "podgroup.scheduling.x-k8s.io/gang serverside-applied" in out
+    group = srv.get("podgroups", "default", "gang")
+    assert group is not None and group["spec"]["minMember"] == 5
+    kubectl("apply", "--server-side", "-f", "-", stdin=GANG.replace("gang-1", "gang-2"))
+    assert srv.get("pods", "default", "gang-2") is not None
+
+
+def test_plain_server_flag_without_a_kubeconfig(
+    gang: tuple[ApiServer, Kubectl], tmp_path: Path
+) -> None:
+    """`kubectl --server URL get pods -A`, as the demo prints it."""
+    srv, _ = gang
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(KUBECTL), "--server", srv.url, "get", "pods", "-A"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [r["NAME"] for r in table(proc.stdout)] == ["gang-0", "gang-1"]
 
 
 def test_readme_manifests_apply(cluster: tuple[ApiServer, Kubectl]) -> None:
