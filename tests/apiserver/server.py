@@ -29,7 +29,7 @@ from typing import Any, Final, TypeVar
 import aiohttp.web as web
 import yaml
 
-from tests.apiserver import tables
+from tests.apiserver import protobuf, tables
 from tests.apiserver.patch import PatchError
 from tests.apiserver.resources import Resource
 from tests.apiserver.selectors import SelectorError, selector
@@ -782,8 +782,12 @@ def _selector(q: Mapping[str, str], res: Resource) -> Callable[[Mapping[str, Any
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
     ctype = request.headers.get("Content-Type", "")
-    if "protobuf" in ctype or "cbor" in ctype:
-        # client-go then falls back to JSON for the rest of its requests.
+    if "protobuf" in ctype:
+        try:
+            return protobuf.decode(raw)
+        except protobuf.ProtobufError as e:
+            raise ApiError(415, "UnsupportedMediaType", str(e)) from e
+    if "cbor" in ctype:
         raise ApiError(
             415,
             "UnsupportedMediaType",

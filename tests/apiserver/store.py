@@ -377,7 +377,7 @@ class Store:
         obj["apiVersion"], obj["kind"] = res.group_version, res.kind
         if res.namespaced:
             namespace = namespace or meta.get("namespace") or "default"
-            if meta.get("namespace", namespace) != namespace:
+            if (meta.get("namespace") or namespace) != namespace:
                 raise ApiError(
                     400,
                     "BadRequest",

@@ -232,6 +232,20 @@ def test_plain_server_flag_without_a_kubeconfig(
     assert [r["NAME"] for r in table(proc.stdout)] == ["gang-0", "gang-1"]
 
 
+def test_typed_client_creates_send_protobuf(cluster: tuple[ApiServer, Kubectl]) -> None:
+    """kubectl create <kind> posts protobuf: understood for a few simple kinds."""
+    srv, kubectl = cluster
+    assert "namespace/team-x created" in kubectl("create", "namespace", "team-x")
+    kubectl("create", "configmap", "cfg", "-n", "team-x", "--from-literal=a=b")
+    kubectl("create", "priorityclass", "high", "--value=1000", "--description=gangs first")
+    cm = srv.get("configmaps", "team-x", "cfg")
+    assert cm is not None and cm["data"] == {"a": "b"}
+    pc = srv.get("priorityclasses", None, "high")
+    assert pc is not None and (pc["value"], pc["description"]) == (1000, "gangs first")
+    refused = kubectl.run("create", "deployment", "d", "--image=x", check=False)
+    assert refused.returncode == 1 and "not understood" in refused.stderr
+
+
 def test_readme_manifests_apply(cluster: tuple[ApiServer, Kubectl]) -> None:
     srv, kubectl = cluster
     out = kubectl("apply", "-f", str(REPO / "crds"))
