@@ -199,7 +199,11 @@ def test_describe_pod_lists_its_events(gang: tuple[ApiServer, Kubectl]) -> None:
     assert "FailedScheduling" in events
     assert "troupe-scheduler" in events
     assert "0/2 nodes are available: 2 Insufficient cpu." in events
-    # An event about another pod of the same name (another uid) is not listed.
+    rows = table(kubectl("get", "events"))
+    assert [(r["TYPE"], r["REASON"], r["OBJECT"]) for r in rows] == [
+        ("Warning", "FailedScheduling", "pod/gang-1")
+    ]
+    # An event about another pod is not listed.
     assert "FailedScheduling" not in kubectl("describe", "pod", "gang-0").split("Events:", 1)[1]
 
 
