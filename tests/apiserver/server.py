@@ -85,7 +85,20 @@ class _Target:
 
 
 class ApiServer:
-    """An in-process kube-apiserver for tests: `async with ApiServer() as srv: srv.url`."""
+    """An in-process kube-apiserver for tests: `async with ApiServer() as srv: srv.url`.
+
+    Arguments: `host`, `port` (0: any free port); `tls` serves HTTPS with a throwaway
+    trustme CA (`ca_pem_path`); `token` requires that bearer token (else 401);
+    `podgroups` pre-registers scheduling.x-k8s.io/v1alpha1 podgroups (otherwise apply
+    the CRD); `log_size` bounds each resource's event log (older resumes get 410);
+    `strict_namespaces` answers 404 for objects in a namespace that does not exist;
+    `bookmark_interval` paces BOOKMARKs on watches that allow them.
+
+    Faults (keys are substrings of the request's path and query): `fail_next[frag]`
+    statuses answered before serving normally; `delay[frag]` seconds slept first;
+    `hang(...)`/`unhang(...)` hold requests; `drop_watches(plural, n)`; `compact()`.
+    Records: `requests[(verb, plural, subresource)]`, `binds`, `writes` and `on_write`.
+    """
 
     def __init__(
         self,
