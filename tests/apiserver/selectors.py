@@ -99,6 +99,20 @@ FIELDS: Final[Mapping[str, frozenset[str]]] = {
     ),
     "Node": frozenset({"spec.unschedulable"}),
     "Event": _EVENT_FIELDS,
+    "events.k8s.io/Event": frozenset(
+        {
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        }
+    ),
     "Namespace": frozenset({"status.phase"}),
     "ReplicaSet": frozenset({"status.replicas"}),
 }
@@ -120,7 +134,8 @@ def _field(obj: Mapping[str, Any], path: str) -> str:
 
 
 def parse_field_selector(text: str, kind: str) -> list[tuple[str, bool, str]]:
-    """(field, equal, value) triples; `equal` is False for `!=`."""
+    """(field, equal, value) triples; `equal` is False for `!=`. `kind` is the kind, or
+    `group/Kind` outside the core group."""
     allowed = FIELDS.get(kind, frozenset())
     out = []
     for part in filter(None, (p.strip() for p in text.split(","))):

@@ -20,6 +20,7 @@ import ssl
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, Final, TypeVar
 import aiohttp.web as web
 import yaml
 
-from tests.apiserver import tables
+from tests.apiserver import protobuf, tables
 from tests.apiserver.patch import PatchError
 from tests.apiserver.resources import Resource
 from tests.apiserver.selectors import SelectorError, selector
@@ -84,7 +85,20 @@ class _Target:
 
 
 class ApiServer:
-    """An in-process kube-apiserver for tests: `async with ApiServer() as srv: srv.url`."""
+    """An in-process kube-apiserver for tests: `async with ApiServer() as srv: srv.url`.
+
+    Arguments: `host`, `port` (0: any free port); `tls` serves HTTPS with a throwaway
+    trustme CA (`ca_pem_path`); `token` requires that bearer token (else 401);
+    `podgroups` pre-registers scheduling.x-k8s.io/v1alpha1 podgroups (otherwise apply
+    the CRD); `log_size` bounds each resource's event log (older resumes get 410);
+    `strict_namespaces` answers 404 for objects in a namespace that does not exist;
+    `bookmark_interval` paces BOOKMARKs on watches that allow them.
+
+    Faults (keys are substrings of the request's path and query): `fail_next[frag]`
+    statuses answered before serving normally; `delay[frag]` seconds slept first;
+    `hang(...)`/`unhang(...)` hold requests; `drop_watches(plural, n)`; `compact()`.
+    Records: `requests[(verb, plural, subresource)]`, `binds`, `writes` and `on_write`.
+    """
 
     def __init__(
         self,
@@ -119,6 +133,7 @@ class ApiServer:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._ssl: ssl.SSLContext | None = None
         self._ca_pem = b""
+        self._transports: weakref.WeakSet[asyncio.Transport] = weakref.WeakSet()
 
     # Life cycle ------------------------------------------------------------
 
@@ -151,6 +166,11 @@ class ApiServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        # A TLS connection's close waits for the peer's close_notify, which may never
+        # come before the loop ends: abort what is left so no socket leaks.
+        for transport in list(self._transports):
+            transport.abort()
+        self._transports.clear()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -352,16 +372,20 @@ class ApiServer:
     # HTTP ------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.transport is not None:
+            self._transports.add(request.transport)
         try:
             return await self._serve(request)
         except ApiError as e:
             return _json(e.status(), e.code)
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
-        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-        # As kube-apiserver's bearer-token authenticator: the scheme is case-insensitive.
-        if self.token is not None and (scheme.lower() != "bearer" or credential != self.token):
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if self.token is not None and (scheme.lower() != "bearer" or given.strip() != self.token):
             raise ApiError(401, "Unauthorized", "Unauthorized")
+        counted = self._classify(request)
+        if counted is not None:
+            self.requests[counted] += 1
         for h in list(self.hangs):
             if h.matches(request):
                 if h.released is None:
@@ -407,6 +431,44 @@ class ApiServer:
         target = self._target(group, version, rest, request.path)
         return await self._verb(request, target)
 
+    def _classify(self, request: web.Request) -> tuple[str, str, str] | None:
+        """(verb, plural, subresource) of a resource request, as kube's audit names it."""
+        parts = [p for p in request.path.split("/") if p]
+        if len(parts) < 3 or parts[0] not in ("api", "apis"):
+            return None
+        group, version, rest = (
+            ("", parts[1], parts[2:])
+            if parts[0] == "api"
+            else (
+                parts[1],
+                parts[2],
+                parts[3:],
+            )
+        )
+        if not rest:
+            return None
+        try:
+            t = self._target(group, version, rest, request.path)
+        except ApiError:
+            return None
+        method, sub = request.method, t.subresource
+        if method == "GET":
+            if t.name is not None:
+                verb = "get"
+            else:
+                verb = "watch" if request.query.get("watch") in ("1", "true", "True") else "list"
+        elif method == "POST":
+            verb = "create"
+        elif method == "PUT":
+            verb = "update"
+        elif method == "PATCH":
+            verb = "patch"
+        elif method == "DELETE":
+            verb = "delete" if t.name is not None else "deletecollection"
+        else:
+            verb = method.lower()
+        return (verb, t.res.plural, sub)
+
     def _target(self, group: str, version: str, rest: list[str], path: str) -> _Target:
         reg = self.store.registry
         if rest[0] == "namespaces" and len(rest) >= 3:
@@ -439,16 +501,13 @@ class ApiServer:
             raise _path_not_found(request.path)
         if method == "GET":
             if t.name is not None:
-                self.requests[("get", res.plural, t.subresource)] += 1
                 obj = store.get(res, t.namespace, t.name)
                 if _wants_table(request):
                     return _json(tables.table(res, [obj], store.rv, None))
                 return _json(obj)
             pred = _selector(q, res)
             if q.get("watch") in ("1", "true", "True"):
-                self.requests[("watch", res.plural, "")] += 1
                 return await self._watch(request, t, pred)
-            self.requests[("list", res.plural, "")] += 1
             limit = _int(q.get("limit", "0"), "limit")
             items, rv, cont, remaining = store.list(
                 res, t.namespace, pred, limit, q.get("continue")
@@ -470,7 +529,6 @@ class ApiServer:
             )
         body = await _body(request)
         if method == "POST" and t.subresource == "binding":
-            self.requests[("create", res.plural, "binding")] += 1
             assert t.namespace is not None and t.name is not None
             ns, name = t.namespace, t.name
             return self._write(
@@ -481,7 +539,6 @@ class ApiServer:
                 lambda _: _json(status_body(201), 201),
             )
         if method == "POST" and t.name is None:
-            self.requests[("create", res.plural, "")] += 1
             if not isinstance(body, Mapping):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             return self._write(
@@ -493,16 +550,23 @@ class ApiServer:
             )
         if t.name is None:
             if method == "DELETE":
-                self.requests[("deletecollection", res.plural, "")] += 1
                 pred = _selector(q, res)
-                for obj in store.list(res, t.namespace, pred)[0]:
-                    meta = obj["metadata"]
-                    store.delete(res, meta.get("namespace"), meta["name"])
-                return _json(status_body(200, message=""))
+
+                def delete_all() -> None:
+                    for obj in store.list(res, t.namespace, pred)[0]:
+                        meta = obj["metadata"]
+                        store.delete(res, meta.get("namespace"), meta["name"])
+
+                return self._write(
+                    request,
+                    "deletecollection",
+                    t,
+                    delete_all,
+                    lambda _: _json(status_body(200, "", "")),
+                )
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed on a collection")
         name = t.name
         if method == "PUT":
-            self.requests[("update", res.plural, t.subresource)] += 1
             if not isinstance(body, Mapping):
                 raise ApiError(400, "BadRequest", "the request body must be an object")
             return self._write(
@@ -513,7 +577,6 @@ class ApiServer:
                 _json,
             )
         if method == "PATCH":
-            self.requests[("patch", res.plural, t.subresource)] += 1
             ctype = request.headers.get("Content-Type", "")
             return self._write(
                 request,
@@ -523,7 +586,6 @@ class ApiServer:
                 _json,
             )
         if method == "DELETE" and not t.subresource:
-            self.requests[("delete", res.plural, "")] += 1
             opts = body if isinstance(body, Mapping) else {}
             return self._write(
                 request, "delete", t, lambda: store.delete(res, t.namespace, name, opts), _json
@@ -573,6 +635,11 @@ class ApiServer:
         q, res = request.query, t.res
         rv_text = q.get("resourceVersion", "")
         since = None if rv_text in ("", "0") else _int(rv_text, "resourceVersion")
+        initial = q.get("sendInitialEvents")
+        if initial == "true":  # a watch-list request: the state now, then changes
+            since = None
+        elif initial == "false" and rv_text == "":
+            since = self.store.rv
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         bookmarks = q.get("allowWatchBookmarks") in ("1", "true", "True")
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
@@ -582,14 +649,14 @@ class ApiServer:
             await resp.prepare(request)
             return resp
         try:
-            w = self.store.watch(res, t.namespace, pred, since)
+            w = self.store.watch(res, t.namespace, pred, since, initial == "true")
         except ApiError as e:
             await resp.prepare(request)
             await resp.write(json.dumps({"type": "ERROR", "object": e.status()}).encode() + b"\n")
             return resp
         try:
             await resp.prepare(request)
-            await self._pump(resp, w, timeout, bookmarks)
+            await self._pump(resp, w, timeout, bookmarks, _wants_table(request))
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -597,7 +664,12 @@ class ApiServer:
         return resp
 
     async def _pump(
-        self, resp: web.StreamResponse, w: Watcher, timeout: float | None, bookmarks: bool
+        self,
+        resp: web.StreamResponse,
+        w: Watcher,
+        timeout: float | None,
+        bookmarks: bool,
+        as_table: bool,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout if timeout is not None else None
@@ -617,14 +689,19 @@ class ApiServer:
                 obj = {"kind": w.res.kind, "apiVersion": w.res.group_version, "metadata": mark}
                 await resp.write(json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n")
                 continue
-            chunk = []
+            chunk: list[bytes] = []
             while True:
                 if item is STOP or item is DROP:
                     if chunk:
                         await resp.write(b"".join(chunk))
                     return
                 ev, as_type = item
-                chunk.append(ev.line(as_type))
+                if as_table and ev.type != "BOOKMARK":
+                    obj = tables.table(w.res, [ev.obj], ev.rv, None)
+                    line = {"type": as_type or ev.type, "object": obj}
+                    chunk.append(json.dumps(line).encode() + b"\n")
+                else:
+                    chunk.append(ev.line(as_type))
                 if w.queue.empty():
                     break
                 item = w.queue.get_nowait()
@@ -709,7 +786,8 @@ def _int(text: str, what: str) -> int:
 
 def _selector(q: Mapping[str, str], res: Resource) -> Callable[[Mapping[str, Any]], bool] | None:
     try:
-        return selector(q.get("labelSelector"), q.get("fieldSelector"), res.kind)
+        kind = f"{res.group}/{res.kind}" if res.group else res.kind
+        return selector(q.get("labelSelector"), q.get("fieldSelector"), kind)
     except SelectorError as e:
         raise ApiError(400, "BadRequest", str(e)) from e
 
@@ -717,8 +795,12 @@ def _selector(q: Mapping[str, str], res: Resource) -> Callable[[Mapping[str, Any
 async def _body(request: web.Request) -> Any:
     raw = await request.read()
     ctype = request.headers.get("Content-Type", "")
-    if "protobuf" in ctype or "cbor" in ctype:
-        # client-go then falls back to JSON for the rest of its requests.
+    if "protobuf" in ctype:
+        try:
+            return protobuf.decode(raw)
+        except protobuf.ProtobufError as e:
+            raise ApiError(415, "UnsupportedMediaType", str(e)) from e
+    if "cbor" in ctype:
         raise ApiError(
             415,
             "UnsupportedMediaType",

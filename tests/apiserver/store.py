@@ -252,10 +252,12 @@ class Store:
             obj = objects[key]
             if predicate is not None and not predicate(obj):
                 continue
-            if limit and len(items) == limit:
+            if limit and len(items) == limit and last is not None:
                 token = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(last)})
                 cont = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
-                remaining = None if predicate else len(objects) - objects.index(last) - 1
+                remaining = None
+                if predicate is None and namespace is None:
+                    remaining = len(objects) - objects.index(last) - 1
                 return items, rv, cont, remaining
             items.append(obj)
             last = key
@@ -267,15 +269,25 @@ class Store:
         namespace: str | None,
         predicate: Predicate | None,
         since: int | None,
+        initial_events_end: bool = False,
     ) -> Watcher:
         """A registered watcher, its queue pre-filled: synthetic ADDED for the current
         objects when `since` is None, else the logged events after `since` (410 when
-        the log no longer reaches back that far)."""
+        the log no longer reaches back that far). With `initial_events_end` (a watch-list
+        request, sendInitialEvents=true) the ADDED events end with the BOOKMARK annotated
+        `k8s.io/initial-events-end` that client-go's reflector waits for."""
         bucket = self.bucket(res)
         w = Watcher(res, namespace, predicate)
         if since is None:
             for obj in self.list(res, namespace, predicate)[0]:
                 w.queue.put_nowait((Event("ADDED", obj, None, self.rv), None))
+            if initial_events_end:
+                meta = {
+                    "resourceVersion": str(self.rv),
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                }
+                mark = {"kind": res.kind, "apiVersion": res.group_version, "metadata": meta}
+                w.queue.put_nowait((Event("BOOKMARK", mark, None, self.rv), None))
         else:
             if since < bucket.log_start:
                 raise ApiError(
@@ -365,7 +377,7 @@ class Store:
         obj["apiVersion"], obj["kind"] = res.group_version, res.kind
         if res.namespaced:
             namespace = namespace or meta.get("namespace") or "default"
-            if meta.get("namespace", namespace) != namespace:
+            if (meta.get("namespace") or namespace) != namespace:
                 raise ApiError(
                     400,
                     "BadRequest",
@@ -511,8 +523,10 @@ class Store:
         patch: Any,
         subresource: str = "",
     ) -> dict[str, Any]:
-        current = self.get(res, namespace, name)
         ctype = content_type.split(";")[0].strip()
+        if ctype == APPLY_PATCH:
+            return self._apply(res, namespace, name, patch, subresource)
+        current = self.get(res, namespace, name)
         if ctype == MERGE_PATCH:
             if not isinstance(patch, Mapping):
                 raise ApiError(400, "BadRequest", "a merge patch must be a JSON object")
@@ -528,10 +542,37 @@ class Store:
                 415,
                 "UnsupportedMediaType",
                 f"the body of the request was in an unknown format - accepted media types "
-                f"include: {JSON_PATCH}, {MERGE_PATCH}"
+                f"include: {JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}"
                 + ("" if res.custom else f", {STRATEGIC_PATCH}"),
             )
         return self.update(res, namespace, name, body, subresource)
+
+    def _apply(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        intent: Any,
+        subresource: str,
+    ) -> dict[str, Any]:
+        """Server-side apply, approximated: create when absent, else merge the intent in
+        (strategic for built-in kinds). Field ownership (managedFields) is not kept, so a
+        field dropped from the intent is not removed."""
+        if not isinstance(intent, Mapping):
+            raise ApiError(400, "BadRequest", "an apply patch must be an object")
+        meta = intent.get("metadata") or {}
+        if meta.get("name", name) != name:
+            raise ApiError(
+                400, "BadRequest", "the name of the object does not match the name on the URL"
+            )
+        try:
+            current = self.get(res, namespace, name)
+        except ApiError:
+            if subresource:
+                raise
+            return self.create(res, namespace, intent, keep_status=False)
+        merge = merge_patch if res.custom else strategic_merge_patch
+        return self.update(res, namespace, name, merge(current, intent), subresource)
 
     def delete(
         self,

@@ -19,9 +19,11 @@ def human_age(timestamp: str | None) -> str:
     if not timestamp:
         return "<unknown>"
     try:
-        then = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        then = datetime.fromisoformat(timestamp)
     except ValueError:
         return "<invalid>"
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
     secs = max(0, int((datetime.now(UTC) - then).total_seconds()))
     if secs < 120:
         return f"{secs}s"
@@ -93,6 +95,32 @@ def _node_row(node: Mapping[str, Any]) -> Row:
     ]
 
 
+def _event_row(ev: Mapping[str, Any]) -> Row:
+    """kube's event columns (pkg/printers/internalversion printEvent)."""
+    meta = ev["metadata"]
+    obj = ev.get("involvedObject") or {}
+    source = ev.get("source") or {}
+    last = ev.get("lastTimestamp") or ev.get("eventTime") or meta.get("creationTimestamp")
+    first = ev.get("firstTimestamp") or ev.get("eventTime") or meta.get("creationTimestamp")
+    count = ev.get("count") or 1
+    last_seen = human_age(last)
+    if count > 1:
+        last_seen = f"{last_seen} (x{count} over {human_age(first)})"
+    component = source.get("component") or ev.get("reportingComponent") or ""
+    return [
+        last_seen,
+        ev.get("type", ""),
+        ev.get("reason", ""),
+        f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+        ev.get("message", ""),
+        obj.get("fieldPath", ""),
+        ", ".join(x for x in (component, source.get("host", "")) if x),
+        human_age(first),
+        str(count),
+        meta["name"],
+    ]
+
+
 def _column(name: str, type_: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
     return {"name": name, "type": type_, "format": fmt, "description": "", "priority": priority}
 
@@ -107,6 +135,18 @@ POD_COLUMNS = [
     _column("Node", priority=1),
     _column("Nominated Node", priority=1),
     _column("Readiness Gates", priority=1),
+]
+EVENT_COLUMNS = [
+    _column("Last Seen"),
+    _column("Type"),
+    _column("Reason"),
+    _column("Object"),
+    _column("Message"),
+    _column("Subobject", priority=1),
+    _column("Source", priority=1),
+    _column("First Seen", priority=1),
+    _column("Count", priority=1),
+    _column("Name", priority=1),
 ]
 NODE_COLUMNS = [
     _column("Name", fmt="name"),
@@ -151,17 +191,17 @@ def _custom(res: Resource) -> tuple[list[dict[str, Any]], Callable[[Mapping[str,
 def table(
     res: Resource, items: Sequence[Mapping[str, Any]], rv: int, cont: str | None
 ) -> dict[str, Any]:
+    row: Callable[[Mapping[str, Any]], Row]
     if res.group == "" and res.kind == "Pod":
         columns, row = POD_COLUMNS, _pod_row
     elif res.group == "" and res.kind == "Node":
         columns, row = NODE_COLUMNS, _node_row
+    elif res.group == "" and res.kind == "Event":
+        columns, row = EVENT_COLUMNS, _event_row
     elif res.printer_columns:
         columns, row = _custom(res)
     else:
-        columns = [_column("Name", fmt="name"), _column("Age")]
-
-        def row(obj: Mapping[str, Any]) -> Row:
-            return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
+        columns, row = [_column("Name", fmt="name"), _column("Age")], _name_age_row
 
     meta: dict[str, Any] = {"resourceVersion": str(rv)}
     if cont:
@@ -173,6 +213,10 @@ def table(
         "columnDefinitions": columns,
         "rows": [{"cells": row(obj), "object": _partial(obj)} for obj in items],
     }
+
+
+def _name_age_row(obj: Mapping[str, Any]) -> Row:
+    return [obj["metadata"]["name"], human_age(obj["metadata"].get("creationTimestamp"))]
 
 
 def _partial(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ and a `Kubectl` bound to it, for tests that add `troupe run` to the picture.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +83,15 @@ def gang(cluster: tuple[ApiServer, Kubectl]) -> tuple[ApiServer, Kubectl]:
     srv.create(node("n1"))
     srv.create(node("n2"))
     return srv, kubectl
+
+
+def test_wait_for_the_crd_to_be_established(cluster: tuple[ApiServer, Kubectl]) -> None:
+    _, kubectl = cluster
+    kubectl("apply", "-f", str(REPO / "crds"))
+    out = kubectl(
+        "wait", "--for=condition=established", "crd/podgroups.scheduling.x-k8s.io", "--timeout=10s"
+    )
+    assert "condition met" in out
 
 
 def test_get_nodes(gang: tuple[ApiServer, Kubectl]) -> None:
@@ -189,8 +199,55 @@ def test_describe_pod_lists_its_events(gang: tuple[ApiServer, Kubectl]) -> None:
     assert "FailedScheduling" in events
     assert "troupe-scheduler" in events
     assert "0/2 nodes are available: 2 Insufficient cpu." in events
-    # An event about another pod of the same name (another uid) is not listed.
+    rows = table(kubectl("get", "events"))
+    assert [(r["TYPE"], r["REASON"], r["OBJECT"]) for r in rows] == [
+        ("Warning", "FailedScheduling", "pod/gang-1")
+    ]
+    # An event about another pod is not listed.
     assert "FailedScheduling" not in kubectl("describe", "pod", "gang-0").split("Events:", 1)[1]
+
+
+def test_server_side_apply(gang: tuple[ApiServer, Kubectl]) -> None:
+    srv, kubectl = gang
+    out = kubectl(
+        "apply", "--server-side", "-f", "-", stdin=GANG.replace("minMember: 2", "minMember: 5")
+    )
+    assert "podgroup.scheduling.x-k8s.io/gang serverside-applied" in out
+    group = srv.get("podgroups", "default", "gang")
+    assert group is not None and group["spec"]["minMember"] == 5
+    kubectl("apply", "--server-side", "-f", "-", stdin=GANG.replace("gang-1", "gang-2"))
+    assert srv.get("pods", "default", "gang-2") is not None
+
+
+def test_plain_server_flag_without_a_kubeconfig(
+    gang: tuple[ApiServer, Kubectl], tmp_path: Path
+) -> None:
+    """`kubectl --server URL get pods -A`, as the demo prints it."""
+    srv, _ = gang
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(KUBECTL), "--server", srv.url, "get", "pods", "-A"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [r["NAME"] for r in table(proc.stdout)] == ["gang-0", "gang-1"]
+
+
+def test_typed_client_creates_send_protobuf(cluster: tuple[ApiServer, Kubectl]) -> None:
+    """kubectl create <kind> posts protobuf: understood for a few simple kinds."""
+    srv, kubectl = cluster
+    assert "namespace/team-x created" in kubectl("create", "namespace", "team-x")
+    kubectl("create", "configmap", "cfg", "-n", "team-x", "--from-literal=a=b")
+    kubectl("create", "priorityclass", "high", "--value=1000", "--description=gangs first")
+    cm = srv.get("configmaps", "team-x", "cfg")
+    assert cm is not None and cm["data"] == {"a": "b"}
+    pc = srv.get("priorityclasses", None, "high")
+    assert pc is not None and (pc["value"], pc["description"]) == (1000, "gangs first")
+    refused = kubectl.run("create", "deployment", "d", "--image=x", check=False)
+    assert refused.returncode == 1 and "not understood" in refused.stderr
 
 
 def test_readme_manifests_apply(cluster: tuple[ApiServer, Kubectl]) -> None:
