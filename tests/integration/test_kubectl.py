@@ -112,15 +112,15 @@ def test_get_podgroups_prints_the_crd_columns(gang: tuple[ApiServer, Kubectl]) -
             "kind": "PodGroup",
             "metadata": {"name": "gang", "namespace": "default"},
             "spec": {"minMember": 2, "scheduleTimeoutSeconds": 30},
-            "status": {"phase": "Scheduled", "scheduled": 2, "running": 0},
+            "status": {"phase": "Running", "running": 2, "succeeded": 0, "failed": 0},
         }
     )
     rows = table(kubectl("get", "podgroups"))
     assert len(rows) == 1
     row = rows[0]
-    assert (row["NAME"], row["PHASE"], row["MINMEMBER"], row["SCHEDULED"]) == (
+    assert (row["NAME"], row["PHASE"], row["MINMEMBER"], row["RUNNING"]) == (
         "gang",
-        "Scheduled",
+        "Running",
         "2",
         "2",
     )
