@@ -11,7 +11,6 @@ anti-affinity select the Deployment's pods.
 
 from __future__ import annotations
 
-import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from scheduler import operator
-from scheduler.config import ConfigError, parse_config
+from scheduler.config import ConfigError, LeaderElection, parse_config
 from scheduler.plugins.registry import IN_TREE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +67,7 @@ def consistency(manifests: Path) -> int:
         docs += [d for d in yaml.safe_load_all((manifests / name).read_text()) if d]
     by_kind = {d["kind"]: d for d in docs}
     problems = []
-    lease = inspect.signature(operator.run).parameters["lease_name"].default
+    lease = LeaderElection().resource_name
     named = [
         r
         for r in by_kind["Role"]["rules"]
