@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
-from tests.integration.troupe import Troupe, in_cluster_prelude, until
+from tests.integration.troupe import REPO, Troupe, in_cluster_prelude, until
 
 
 @pytest.fixture
@@ -71,6 +72,32 @@ def binds_by(api: ApiServer) -> dict[str, int]:
     return out
 
 
+def rbac_rules() -> list[tuple[set[str], set[str], set[str] | None]]:
+    """(resources, verbs, resourceNames) of manifests/rbac.yaml's roles."""
+    docs = yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text())
+    return [
+        (
+            set(r["resources"]),
+            set(r["verbs"]),
+            set(r["resourceNames"]) if "resourceNames" in r else None,
+        )
+        for d in docs
+        if d and d["kind"] in ("ClusterRole", "Role")
+        for r in d["rules"]
+    ]
+
+
+def assert_rbac_covers(api: ApiServer) -> None:
+    """Every request Troupe made is allowed by the RBAC we ship (least privilege
+    is checked the other way by review: each rule says what uses it)."""
+    rules = rbac_rules()
+    for (verb, plural, sub), _ in api.requests.items():
+        resource = f"{plural}/{sub}" if sub else plural
+        assert any(resource in res and verb in verbs for res, verbs, _ in rules), (
+            f"RBAC does not allow {verb} {resource}"
+        )
+
+
 def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
     api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:
@@ -104,6 +131,7 @@ def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
         assert api.binds == 5
         assert t.stop() == 0
     assert "Traceback" not in t.log()
+    assert_rbac_covers(api)
 
 
 def test_in_cluster_credentials_bind_a_pod_created_after_start_up(tmp_path: Path) -> None:
@@ -187,6 +215,7 @@ def test_two_replicas_standby_is_ready_each_pod_bound_once_and_fail_over(
     finally:
         if a.running:
             a.stop()
+    assert_rbac_covers(api)
 
 
 def test_bind_errors_409_and_500_and_a_dropped_watch(
@@ -278,6 +307,7 @@ def test_a_gang_is_bound_and_its_podgroup_status_written(
             what="PodGroup status",
         )
         t.stop()
+    assert_rbac_covers(api)
 
 
 def test_credentials_are_not_in_the_log(api: ApiServer, tmp_path: Path) -> None:
