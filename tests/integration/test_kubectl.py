@@ -264,6 +264,7 @@ def test_readme_manifests_apply(cluster: tuple[ApiServer, Kubectl]) -> None:
     assert "created" in out
     assert srv.objects("deployments")
     assert srv.objects("clusterroles")
+    assert srv.objects("poddisruptionbudgets")
 
 
 def test_apply_again_patches_and_delete_removes(gang: tuple[ApiServer, Kubectl]) -> None:
