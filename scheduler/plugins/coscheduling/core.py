@@ -81,13 +81,16 @@ class PodGroupManager:
     # ---- the checks -----------------------------------------------------------------
 
     def check_group(self, pod: Pod) -> Status:
-        """A missing group, or one with fewer pods than minMember, keeps the pod waiting."""
+        """A missing group, or one with fewer schedulable (ungated) pods than
+        minMember, keeps the pod waiting."""
         key, pg = self.group(pod)
         if key is None:
             return SUCCESS
         if pg is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (self.missing(key),), NAME)
-        if len(self.members(key)) < pg.min_member:
+        # as scheduler-plugins core.go PreFilter: members held back by schedulingGates
+        # cannot be scheduled, so they do not count towards minMember
+        if sum(1 for p in self.members(key) if not p.scheduling_gates) < pg.min_member:
             # No member count in the text: it is shown on every waiting member
             # (once per change), and a count would change with each arrival.
             return Status(
