@@ -214,7 +214,7 @@ class Lane:
                 # A response read with `_preload_content=False` keeps its
                 # connection until read and released: unread, every call
                 # opened a new connection (connect, getaddrinfo, close).
-                _ = out.data  # read once; kept on the response for the caller
+                _ = out.data  # type: ignore[attr-defined]  # read once; kept for the caller
                 release()
             return out
 
