@@ -175,6 +175,9 @@ class TroupeSettings:
     group_cycle: bool = True
     podgroup_status_coalesce_seconds: float = 1.0
     metrics_port: int = 10259
+    # Fraction in (0, 1] of a profile's highest total score (100 x the sum of its
+    # Score weights); None = off. See Scheduler._score_to_watermark.
+    score_watermark: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -570,7 +573,17 @@ TROUPE_FIELDS: Final = (
     "gangGroupCycle",
     "podGroupStatusCoalesceSeconds",
     "metricsPort",
+    "scoreWatermark",
 )
+
+
+def _fraction(v: object, path: str) -> float:
+    """A number in (0, 1]."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ConfigError(path, f"must be a number in (0, 1], got {_show(v)}")
+    if not 0 < v <= 1:
+        raise ConfigError(path, f"must be a number in (0, 1], got {v}")
+    return float(v)
 
 
 def _troupe(obj: object) -> TroupeSettings:
@@ -615,6 +628,7 @@ def _troupe(obj: object) -> TroupeSettings:
             m, path, "podGroupStatusCoalesceSeconds", d.podgroup_status_coalesce_seconds, _seconds
         ),
         metrics_port=get(m, path, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535)),
+        score_watermark=get(m, path, "scoreWatermark", d.score_watermark, _fraction),
     )
 
 

@@ -208,7 +208,15 @@ class Lane:
         def run() -> T:
             if fence is not None and not fence():
                 raise NotLeader(f"{what}: not sent, this replica no longer leads")
-            return fn(t)
+            out = fn(t)
+            release = getattr(out, "release_conn", None)
+            if release is not None:
+                # A response read with `_preload_content=False` keeps its
+                # connection until read and released: unread, every call
+                # opened a new connection (connect, getaddrinfo, close).
+                _ = out.data  # type: ignore[attr-defined]  # read once; kept for the caller
+                release()
+            return out
 
         delay = self.backoff
         loop = asyncio.get_running_loop()

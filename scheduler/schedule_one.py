@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from scheduler.api.types import (
 from scheduler.cache import PodAlreadyInCache
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
+    MAX_NODE_SCORE,
     IntpArray,
     NodeToStatus,
     QueuedPodInfo,
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+# troupe.scoreWatermark: feasible nodes are scored this many at a time.
+WATERMARK_CHUNK: Final = 100
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
@@ -246,10 +249,15 @@ class PodCycle(SchedulerState):
             )
         else:
             rows = all_rows
-        percentage = profile.percentage_of_nodes_to_score
-        if percentage is None:
-            percentage = self.config.percentage_of_nodes_to_score
-        to_find = num_feasible_nodes_to_find(percentage, len(rows))
+        watermark = self.config.troupe.score_watermark
+        if watermark is not None:
+            to_find = len(rows)  # every feasible node is a candidate
+        else:
+            percentage = profile.percentage_of_nodes_to_score
+            if percentage is None:
+                percentage = self.config.percentage_of_nodes_to_score
+            to_find = num_feasible_nodes_to_find(percentage, len(rows))
+        start = self.next_start_node_index % len(rows) if len(rows) else 0
         feasible, processed, outcomes = self._find_feasible(profile, state, pod, rows, to_find)
         if isinstance(feasible, Status):
             return feasible
@@ -273,12 +281,60 @@ class PodCycle(SchedulerState):
         st = profile.run_pre_score(state, pod, snap, feasible)
         if not st.is_success:
             return st
-        scores = profile.run_score(state, pod, snap, feasible)
-        if isinstance(scores, Status):
-            return scores
+        if watermark is not None:
+            got = self._score_to_watermark(profile, state, pod, feasible, watermark)
+            if isinstance(got, Status):
+                return got
+            scores, scored = got
+            if scored < len(feasible):
+                # The next cycle starts after the last node scored, not after the
+                # last node filtered (all of them), so that the rotation goes on.
+                k = int(np.searchsorted(rows, feasible[scored - 1]))
+                self.next_start_node_index = (start + (k - start) % len(rows) + 1) % len(rows)
+            feasible = feasible[:scored]
+        else:
+            scores = profile.run_score(state, pod, snap, feasible)
+            if isinstance(scores, Status):
+                return scores
         best = np.flatnonzero(scores == scores.max())
         pick = int(best[0]) if len(best) == 1 else int(best[self.rng.randrange(len(best))])
         return ScheduleResult(snap.name(int(feasible[pick])), processed, len(feasible))
+
+    def _score_to_watermark(
+        self,
+        profile: Profile,
+        state: CycleState,
+        pod: Pod,
+        feasible: IntpArray,
+        fraction: float,
+    ) -> tuple[Any, int] | Status:
+        """troupe.scoreWatermark: score the feasible nodes in the rotating order in
+        which Filter found them, WATERMARK_CHUNK at a time, and stop after the
+        first chunk in which some node's total score reaches the watermark
+        (`fraction` x 100 x the sum of the profile's Score weights). The nodes
+        scored so far are then scored as one set (NormalizeScore sees them
+        together, as it sees a sample) and the best of them is chosen. If no
+        chunk reaches the watermark, every feasible node was scored: the same
+        choice as percentageOfNodesToScore 100. Returns (scores, how many of
+        `feasible` were scored)."""
+        snap = self.snapshot
+        mark = fraction * MAX_NODE_SCORE * sum(w for *_, w in profile.scores)
+        n = len(feasible)
+        scored = n
+        scores: Any = None
+        for pos in range(0, n, WATERMARK_CHUNK):
+            part = feasible[pos : pos + WATERMARK_CHUNK]
+            scores = profile.run_score(state, pod, snap, part)
+            if isinstance(scores, Status):
+                return scores
+            if scores.max() >= mark:
+                scored = pos + len(part)
+                break
+        if scored > WATERMARK_CHUNK:
+            scores = profile.run_score(state, pod, snap, feasible[:scored])
+            if isinstance(scores, Status):
+                return scores
+        return scores, scored
 
     def _find_feasible(
         self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray, to_find: int

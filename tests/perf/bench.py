@@ -8,6 +8,9 @@ throughput (pods/s) kube-scheduler's scheduler_perf reports.
 
     python -m tests.perf.bench                  # every case
     python -m tests.perf.bench --case basic-5000
+
+The whole suite ends with tests/perf/watermark.py: troupe.scoreWatermark
+against full scoring and sampling, speed and placement quality.
 """
 
 from __future__ import annotations
@@ -225,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running {n} ...", file=sys.stderr, flush=True)
         rows.append(_in_subprocess(n))
     _print_table(rows)
+    if not args.case:  # the whole suite: troupe.scoreWatermark too
+        sys.stdout.flush()
+        subprocess.run([sys.executable, "-m", "tests.perf.watermark"], check=True)
     return 0
 
 

@@ -1,130 +1,232 @@
-"""End-to-end figure: pods/s from creation to bound, through the emulated API
-server, with the real operator (kopf watching, bindings over HTTP).
+"""End-to-end figure: pods/s from creation to bound, with `troupe run` started as
+users start it, against the embedded API server.
 
-    python -m tests.perf.e2e [--nodes 500] [--pods 2000]
+    python -m tests.perf.e2e [--nodes 5000] [--pods 10000] [--replicas 2]
+                             [--runs 2] [--profile DIR] [--quick]
 
-It reports where the wall time goes: inside the scheduler (scheduling cycles
-and the handlers that feed the cache and queue) versus everything else (the
-emulator serving HTTP and watches, kopf, the kubernetes client) — all in this
-one process, so the split is of one CPU's time.
+The API server (tests/apiserver) serves from a thread of this process; Troupe
+is a child process (`python -m scheduler run --kubeconfig F`, see
+tests/integration/troupe.py) with `--qps 5000 --burst 5000`, so the server's
+CPU is not Troupe's. Nodes are created before Troupe starts; the clock starts
+when the first pod is created and stops when the server has accepted the last
+binding. Reported per run:
+
+- pods/s end to end (creation of the first pod to the last binding);
+- Troupe's CPU per pod: the leader's user+system time (/proc/PID/stat) from
+  the first creation until the last binding *and* the last pod's Scheduled
+  Event reached the server, divided by the pods;
+- the scheduling cycle's share of it: the sum of
+  `scheduler_scheduling_attempt_duration_seconds` (the algorithm, Reserve and
+  Permit of each attempt) from the leader's /metrics, per pod and as a share
+  of the CPU time;
+- Lease renewals under that load: every successful write of the Lease by the
+  leader as the server saw it; the largest gap between two (the renewals
+  are `retryPeriod` apart when nothing delays them), and whether the Lease's
+  holder ever changed or a non-leader wrote a binding (with `--replicas 2` a
+  standby runs too, watching everything as the leader does).
+
+With `--profile DIR`, py-spy samples the leader during the window (raw folded
+stacks in DIR, then a breakdown by where the time went; see tests/perf/spy.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import itertools
 import json
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-import kmock
-from kubernetes import client as k8s
+from tests.apiserver import ApiServer
+from tests.apiserver.server import WriteRecord
+from tests.integration.troupe import Troupe, until
+from tests.perf import spy, workloads
 
-from scheduler import operator
-from scheduler.config import default_config
-from scheduler.kube import WATCHED, KubeClient
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
-from tests.integration.emulator import TroupeEmulator
-from tests.perf import workloads
-
-KINDS = tuple(k for k in WATCHED if k != "Namespace")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+QPS = 5000
+BURST = 5000
 
 
-class Meter:
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    def wrap(self, obj: Any, name: str) -> None:
-        fn = getattr(obj, name)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-
-        setattr(obj, name, timed)
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-async def run(nodes: int, pods: int) -> dict[str, Any]:
-    meter = Meter()
+def metric_sum(t: Troupe, name: str) -> float:
+    """The sum of all samples named `name` (every label set)."""
+    from prometheus_client.parser import text_string_to_metric_families
 
-    def instrument(s: Scheduler) -> None:
-        for name in ("schedule_one", "on_pod", "on_node", "on_pod_group"):
-            meter.wrap(s, name)
+    status, text = t.http("/metrics")
+    if status != 200:
+        return float("nan")
+    families = text_string_to_metric_families(text)
+    return sum(s.value for fam in families for s in fam.samples if s.name == name)
 
-    async with TroupeEmulator() as emu, kmock.Server(emu) as srv:
-        url = str(srv.url).rstrip("/")
+
+class LeaseWatch:
+    """Every successful Lease write as the server saw it: when, by whom, and the
+    holder the Lease names afterwards (read on the server's loop, in order)."""
+
+    def __init__(self, srv: ApiServer) -> None:
+        self.srv = srv
+        self.renewals: list[tuple[float, str, str]] = []  # (time, writer, holder)
+        self.bind_writers: set[str] = set()
+        self.events = 0  # Events created or patched
+        srv.on_write = self._on_write
+
+    def _on_write(self, w: WriteRecord) -> None:
+        if w.status >= 300:
+            return
+        if w.verb == "bind":
+            self.bind_writers.add(w.user_agent)
+            return
+        if w.plural == "events":
+            self.events += 1
+            return
+        if w.plural != "leases" or w.name is None:
+            return
+        res = self.srv.store.resolve("leases")
+        obj = self.srv.store.get(res, w.namespace, w.name)
+        holder = str(((obj or {}).get("spec") or {}).get("holderIdentity") or "")
+        self.renewals.append((w.time, w.user_agent, holder))
+
+    def holder(self) -> str:
+        return self.renewals[-1][2] if self.renewals else ""
+
+    def largest_gap(self, since: float, until_: float) -> float:
+        times = [t for t, _, _ in self.renewals if since <= t <= until_]
+        return max((b - a for a, b in itertools.pairwise(times)), default=float("nan"))
+
+    def holders(self, since: float) -> set[str]:
+        return {h for t, _, h in self.renewals if t >= since}
+
+
+def run(
+    nodes: int,
+    pods: int,
+    *,
+    replicas: int = 1,
+    profile: Path | None = None,
+    config: Mapping[str, Any] | None = None,
+    timeout: float = 900.0,
+) -> dict[str, Any]:
+    srv = ApiServer(podgroups=True)
+    with srv.start_in_thread(), tempfile.TemporaryDirectory(prefix="troupe-e2e-") as tmp:
+        work = Path(tmp)
         for i in range(nodes):
-            async with emu.post("/api/v1/nodes", json=workloads.node(i)) as r:
-                assert r.status < 300
-        cfg = k8s.Configuration()
-        cfg.host = url
-        stop = asyncio.Event()
-        task = asyncio.create_task(
-            operator.run(
-                default_config(IN_TREE),
-                KubeClient(k8s.ApiClient(cfg), qps=5000, burst=5000),
-                server=url,
-                metrics_port=0,
-                stop=stop,
-                identity="bench",
-                kinds=KINDS,
-                lease_namespace="default",
-                on_scheduler=instrument,
+            srv.create(workloads.node(i))
+        leases = LeaseWatch(srv)
+        kubeconfig = srv.write_kubeconfig(work / "kubeconfig")
+        troupes = [
+            Troupe(
+                work,
+                kubeconfig=kubeconfig,
+                identity=f"troupe-{i}",
+                config=config,
+                args=(f"--qps={QPS}", f"--burst={BURST}"),
+            ).start()
+            for i in range(replicas)
+        ]
+        try:
+            for t in troupes:
+                t.wait_ready(120)
+            leader_id = until(leases.holder, 60, "a leader")
+            leader = next(t for t in troupes if t.identity == leader_id)
+            assert leader.proc is not None
+            pid = leader.proc.pid
+            until(
+                lambda: leader.metric("leader_election_master_status") == 1, 30, "leader schedules"
             )
-        )
-        loop = asyncio.get_running_loop()
-        while not any(r.plural == "leases" for (r, _, _) in emu._objects):
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(1.0)  # initial lists and watches established
-        emu._requests.clear()
-        meter.seconds = 0.0
-        t0 = loop.time()
-        for i in range(pods):
-            async with emu.post("/api/v1/namespaces/sched-perf/pods", json=workloads.pod(i)) as r:
-                assert r.status < 300
-            if i % 200 == 0:
-                emu._requests.clear()
-        while emu.binds < pods and loop.time() - t0 < 600:
-            await asyncio.sleep(0.05)
-            emu._requests.clear()  # the emulator slows down as its request log grows
-        elapsed = loop.time() - t0
-        stop.set()
-        await task
-    return {
-        "case": f"e2e-{nodes}",
-        "nodes": nodes,
-        "pods": pods,
-        "bound": emu.binds,
-        "seconds": round(elapsed, 2),
-        "pods_per_s": round(emu.binds / elapsed, 1),
-        "scheduler_seconds": round(meter.seconds, 2),
-        "scheduler_share": round(meter.seconds / elapsed, 3),
-    }
+            time.sleep(1.0)  # let the Lease settle into its renewal rhythm
+            spy_proc = spy.record(pid, profile) if profile is not None else None
+            cpu0 = cpu_seconds(pid)
+            cyc0 = metric_sum(leader, "scheduler_scheduling_attempt_duration_seconds_sum")
+            t0 = time.time()
+            m0 = time.monotonic()
+            for i in range(pods):
+                srv.create(workloads.pod(i))
+            created = time.monotonic() - m0
+            until(lambda: srv.binds >= pods, timeout, f"{pods} pods bound")
+            elapsed = time.monotonic() - m0
+            t1 = time.time()
+            # The Scheduled Events trail the binds: count their CPU too.
+            until(lambda: leases.events >= pods, 120, f"{pods} Scheduled events")
+            settled = time.monotonic() - m0
+            cpu = cpu_seconds(pid) - cpu0
+            cyc = metric_sum(leader, "scheduler_scheduling_attempt_duration_seconds_sum") - cyc0
+            if spy_proc is not None:
+                spy.stop(spy_proc)
+            time.sleep(0.5)
+            holders = leases.holders(t0)
+            result = {
+                "nodes": nodes,
+                "pods": pods,
+                "replicas": replicas,
+                "bound": srv.binds,
+                "create_seconds": round(created, 2),
+                "seconds": round(elapsed, 2),
+                "pods_per_s": round(pods / elapsed, 1),
+                "events_done_seconds": round(settled, 2),
+                "cpu_ms_per_pod": round(1000 * cpu / pods, 3),
+                "cpu_share_of_wall": round(cpu / settled, 2),
+                "cycle_ms_per_pod": round(1000 * cyc / pods, 3),
+                "cycle_share_of_cpu": round(cyc / cpu, 3) if cpu else None,
+                "lease_renewals": sum(1 for t, _, _ in leases.renewals if t0 <= t <= t1),
+                "lease_largest_gap_s": round(leases.largest_gap(t0, t1), 3),
+                "lease_holders": sorted(holders),
+                "bind_writers": sorted(leases.bind_writers),
+            }
+        finally:
+            for t in troupes:
+                if t.running:
+                    t.stop(60)
+    if profile is not None:
+        result["profile"] = spy.breakdown(profile / f"troupe-{pid}.txt")
+    return result
+
+
+def show(r: Mapping[str, Any]) -> str:
+    return (
+        f"{r['bound']}/{r['pods']} pods on {r['nodes']} nodes ({r['replicas']} replica(s)): "
+        f"{r['seconds']}s = {r['pods_per_s']} pods/s end to end (created in "
+        f"{r['create_seconds']}s); Troupe CPU "
+        f"{r['cpu_ms_per_pod']} ms/pod "
+        f"(until the last Event, at {r['events_done_seconds']}s; "
+        f"{r['cpu_share_of_wall']} cores), scheduling cycle "
+        f"{r['cycle_ms_per_pod']} ms/pod ({100 * (r['cycle_share_of_cpu'] or 0):.0f}% of CPU); "
+        f"Lease: {r['lease_renewals']} renewals, largest gap {r['lease_largest_gap_s']}s, "
+        f"holders {r['lease_holders']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--nodes", type=int, default=500)
-    ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="2000 pods on 500 nodes, one replica")
+    ap.add_argument("--profile", type=Path, help="py-spy the leader; folded stacks go here")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    r = asyncio.run(run(args.nodes, args.pods))
-    if args.json:
-        print(json.dumps(r))
-    else:
-        print(
-            f"end to end through the emulator: {r['bound']}/{r['pods']} pods bound on "
-            f"{r['nodes']} nodes in {r['seconds']}s = {r['pods_per_s']} pods/s "
-            f"(creation to bound); scheduler code {r['scheduler_seconds']}s "
-            f"({100 * r['scheduler_share']:.0f}%), the rest is the emulator, HTTP, kopf "
-            f"and the client"
-        )
+    if args.quick:
+        args.nodes, args.pods, args.replicas = 500, 2000, 1
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    for _ in range(args.runs):
+        r = run(args.nodes, args.pods, replicas=args.replicas, profile=args.profile)
+        print(json.dumps(r) if args.json else "e2e: " + show(r))
+        if not args.json and "profile" in r:
+            print(spy.show(r["profile"]))
+        sys.stdout.flush()
     return 0
 
 

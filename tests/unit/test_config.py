@@ -899,6 +899,21 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
         cfg(troupe={"metricsPort": 70000}),
         "troupe.metricsPort: must be between 1 and 65535, got 70000",
     ),
+    (
+        "score-watermark-zero",
+        cfg(troupe={"scoreWatermark": 0}),
+        "troupe.scoreWatermark: must be a number in (0, 1], got 0",
+    ),
+    (
+        "score-watermark-above-one",
+        cfg(troupe={"scoreWatermark": 1.5}),
+        "troupe.scoreWatermark: must be a number in (0, 1], got 1.5",
+    ),
+    (
+        "score-watermark-type",
+        cfg(troupe={"scoreWatermark": "80%"}),
+        'troupe.scoreWatermark: must be a number in (0, 1], got "80%"',
+    ),
     ("troupe-type", cfg(troupe=[]), "troupe: must be an object, got a list"),
     ("troupe-unknown", cfg(troupe={"bogus": "max"}), "troupe.bogus: unknown field"),
 ]
@@ -1244,3 +1259,9 @@ def test_issue14_hostile_config_file_is_one_clear_error(
     assert str(e.value).startswith(f"{path}: ")
     assert problem in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_score_watermark_is_off_by_default_and_read_as_a_fraction() -> None:
+    assert parse_config({}, IN_TREE).troupe.score_watermark is None
+    assert parse_config({"troupe": {"scoreWatermark": 0.8}}, IN_TREE).troupe.score_watermark == 0.8
+    assert parse_config({"troupe": {"scoreWatermark": 1}}, IN_TREE).troupe.score_watermark == 1.0

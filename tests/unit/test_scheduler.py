@@ -83,6 +83,54 @@ def test_search_rotates_from_where_the_last_cycle_stopped() -> None:
     assert asyncio.run(go()) == [0, 100, 0, 100]
 
 
+def test_score_watermark_stops_after_the_first_chunk_that_reaches_it() -> None:
+    # 300 empty nodes score alike and far above 1 % of the highest total: each
+    # cycle filters every node but scores only the first chunk of 100, and the
+    # next cycle starts after it.
+    s, cluster = make(300, scoreWatermark=0.01)
+
+    async def go() -> list[tuple[int, str]]:
+        seen = []
+        for i in range(4):
+            key = add_pod(s, cluster, f"p{i}")
+            start = s.next_start_node_index
+            s.schedule_one()
+            await s.settle()
+            seen.append((start, cluster.pods[key]["spec"]["nodeName"]))
+        return seen
+
+    seen = asyncio.run(go())
+    assert [start for start, _ in seen] == [0, 100, 200, 0]
+    for start, node in seen:
+        assert start <= int(node[1:]) < start + 100
+
+
+def test_score_watermark_not_reached_scores_every_feasible_node() -> None:
+    # No node reaches 100 % of the highest total: every feasible node is scored,
+    # and the best one (a large node past the 50 % sample) is chosen.
+    s, cluster = make(300, scoreWatermark=1.0)
+    s.on_node(make_node("n250").capacity(cpu=64, memory="256Gi", pods=110).build().raw)  # type: ignore[arg-type]
+
+    async def go() -> str:
+        key = add_pod(s, cluster, "p")
+        s.schedule_one()
+        await s.settle()
+        return str(cluster.pods[key]["spec"]["nodeName"])
+
+    assert asyncio.run(go()) == "n250"
+    assert s.next_start_node_index == 0  # every node was filtered and scored
+    sampled, cluster2 = make(300)
+    sampled.on_node(make_node("n250").capacity(cpu=64, memory="256Gi", pods=110).build().raw)  # type: ignore[arg-type]
+
+    async def go2() -> str:
+        key = add_pod(sampled, cluster2, "p")
+        sampled.schedule_one()
+        await sampled.settle()
+        return str(cluster2.pods[key]["spec"]["nodeName"])
+
+    assert asyncio.run(go2()) != "n250"  # the 50 % sample stops before it
+
+
 def test_bind_conflict_forgets_a_pod_bound_by_someone_else() -> None:
     s, cluster = make(2)
 
