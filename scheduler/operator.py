@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -37,6 +38,7 @@ from typing import Any, Final
 
 import kopf
 
+from scheduler.api.storage import STORAGE_PARSERS
 from scheduler.clock import RealClock
 from scheduler.config import SchedulerConfig
 from scheduler.kube import WATCHED, Credentials, KubeClient, default_identity, list_objects
@@ -50,6 +52,7 @@ Handler = Callable[[Mapping[str, Any], bool], None]
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
+STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
 
 
 def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
@@ -64,6 +67,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "ReplicaSet": on_workload,
         "StatefulSet": on_workload,
         "ReplicationController": on_workload,
+        **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
     }
 
 
@@ -183,6 +187,7 @@ async def initial_sync(
         "StatefulSet",
         "ReplicationController",
         "Node",
+        *STORAGE_KINDS,
         "PodGroup",
         "Pod",
     )
