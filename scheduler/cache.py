@@ -16,6 +16,9 @@ charged to the isolated resource and not to `cpu` on add, update, remove,
 assume and forget alike. Terminal pods (Succeeded, Failed) are not charged.
 Pods whose node is not known yet are remembered and charged when it arrives.
 
+The volumes of charged pods are counted in `volumes` (scheduler.volumes), which
+also holds the storage objects the volume plugins read.
+
 The cache also indexes every known pod by PodGroup (pending ones too, through
 `track_pending`), which is what the gang plugin lists.
 """
@@ -49,6 +52,7 @@ from scheduler.snapshot import (
     check_node,
     pod_charge,
 )
+from scheduler.volumes import VolumeStore
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,7 @@ class Cache:
         self.isolated = isolated or IsolatedCPU()
         self.assumed_ttl = assumed_ttl
         self.table = NodeTable()
+        self.volumes = VolumeStore()
         self._pods: dict[PodKey, _PodState] = {}
         self._nodes: dict[str, Node] = {}
         self._on_missing_node: dict[str, set[PodKey]] = {}
@@ -156,6 +161,7 @@ class Cache:
                 st.charged = False
                 self._on_missing_node.setdefault(name, set()).add(key)
         self.table.clear_row(row)
+        self.volumes.node_removed(name)
         del self._nodes[name]
         self._dirty.add(row)
         self._structure_changed()
@@ -175,6 +181,10 @@ class Cache:
             return
         shape = self._shape()
         self.table.charge(row, st.pod, pod_charge(st.pod, self.isolated), sign)
+        if sign > 0:
+            self.volumes.pod_added(st.node, st.pod)
+        else:
+            self.volumes.pod_removed(st.pod)
         if self._shape() != shape:
             self._structure_changed()
         st.charged = sign > 0

@@ -32,6 +32,10 @@ class NotFound(Exception):
     """The object is gone (HTTP 404)."""
 
 
+class Conflict(Exception):
+    """HTTP 409 on a write with a resourceVersion precondition: the object changed."""
+
+
 class NotLeader(Exception):
     """A write was not sent: this replica no longer holds the Lease."""
 
@@ -57,6 +61,21 @@ class ClusterClient(Protocol):
 
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         """Set the PodScheduled condition."""
+        ...
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Merge-patch a PersistentVolume (VolumeBinding's claimRef); a
+        metadata.resourceVersion in the patch is a precondition. Returns the
+        object as written. Raises Conflict, NotFound, or another error."""
+        ...
+
+    async def patch_persistent_volume_claim(
+        self, key: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Merge-patch a PersistentVolumeClaim (`key` is ns/name; the
+        selected-node annotation), as `patch_persistent_volume`."""
         ...
 
 
@@ -85,6 +104,12 @@ class InMemoryCluster:
     conditions: dict[str, dict[str, str]] = field(default_factory=dict)
     fail_binds: dict[str, list[Exception]] = field(default_factory=dict)
     on_pod_bound: Callable[[PodKey, NodeName], None] | None = None
+    # PersistentVolumes by name and claims by ns/name; `on_volume_write(kind,
+    # object)` is called after each write, as the watch would deliver it.
+    volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_volume_write: Callable[[str, dict[str, Any]], None] | None = None
+    volume_writes: int = 0
     binds: int = 0
     status_patches: int = 0
     condition_writes: int = 0
@@ -123,3 +148,48 @@ class InMemoryCluster:
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
         self.conditions[pod] = {"status": status, "reason": reason, "message": message}
         self.condition_writes += 1
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._patch_volume("PersistentVolume", self.volumes, name, patch)
+
+    async def patch_persistent_volume_claim(
+        self, key: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._patch_volume("PersistentVolumeClaim", self.claims, key, patch)
+
+    def _patch_volume(
+        self, kind: str, store: dict[str, dict[str, Any]], key: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        obj = store.get(key)
+        if obj is None:
+            raise NotFound(key)
+        md = obj.setdefault("metadata", {})
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        if want is not None and str(want) != str(md.get("resourceVersion", "")):
+            raise Conflict(f"{kind} {key}: the object has been modified")
+        new = merge_patch(obj, patch)
+        self.volume_writes += 1
+        new.setdefault("metadata", {})["resourceVersion"] = str(
+            int(str(md.get("resourceVersion") or 0)) + 1
+        )
+        store[key] = new
+        if self.on_volume_write is not None:
+            self.on_volume_write(kind, new)
+        return new
+
+
+def merge_patch(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch (what kubectl/the API do for merge-patch+json)."""
+    out = dict(obj)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge_patch(out[k], v)
+        elif isinstance(v, Mapping):
+            out[k] = merge_patch({}, v)
+        else:
+            out[k] = v
+    return out

@@ -18,6 +18,7 @@ from scheduler.api.parse import (
     parse_priority_class,
     parse_workload,
 )
+from scheduler.api.storage import parse_storage_object
 from scheduler.api.types import (
     GroupKey,
     InvalidObject,
@@ -101,6 +102,19 @@ class EventHandlers(SchedulerState):
             return
         labels = md.get("labels") if isinstance(md.get("labels"), Mapping) else {}
         self.cache.set_namespace(md["name"], None if deleted else labels)
+
+    def on_volume_object(self, kind: str, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode,
+        CSIDriver or CSIStorageCapacity (`kind`), into the volume store."""
+        new = parse_storage_object(kind, obj)
+        if isinstance(new, InvalidObject):
+            self._report_invalid(new)
+            return
+        self.invalid.pop(new.key if hasattr(new, "key") else new.name, None)
+        old = self.cache.volumes.set(new, deleted)
+        action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
+        self._emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
+        self._notify()
 
     def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         if deleted:

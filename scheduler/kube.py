@@ -43,7 +43,7 @@ from kubernetes import config as k8s_config
 
 from scheduler import __version__
 from scheduler.api.types import NodeName, PodKey
-from scheduler.cluster import BindConflict, NotFound, NotLeader
+from scheduler.cluster import BindConflict, Conflict, NotFound, NotLeader
 from scheduler.events import Create, EventRecorder, ObjectRef
 from scheduler.leader import LeaseConflict, LeaseRecord
 
@@ -57,6 +57,7 @@ RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
 # (connect, read) seconds of every request but lists and the Lease's.
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
 LIST_TIMEOUT: Final = (5.0, 120.0)
+MERGE_PATCH: Final = "application/merge-patch+json"
 
 
 class ApiError(Exception):
@@ -448,6 +449,53 @@ class KubeClient:
             if e.status != 404:
                 raise _api_error(e) from None
 
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return await self._merge_patch(
+            f"patch PersistentVolume {name}",
+            name,
+            lambda t: self.core.patch_persistent_volume(
+                name,
+                dict(patch),
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=t,
+            ),
+        )
+
+    async def patch_persistent_volume_claim(
+        self, key: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        ns, name = _split(key)
+        return await self._merge_patch(
+            f"patch PersistentVolumeClaim {key}",
+            key,
+            lambda t: self.core.patch_namespaced_persistent_volume_claim(
+                name,
+                ns,
+                dict(patch),
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+                _request_timeout=t,
+            ),
+        )
+
+    async def _merge_patch(
+        self, what: str, key: str, fn: Callable[[tuple[float, float]], Any]
+    ) -> Mapping[str, Any]:
+        """A fenced merge patch of a volume object (VolumeBinding's PreBind)."""
+        try:
+            resp = await self._write(what, fn)
+        except k8s.ApiException as e:
+            if e.status == 409:
+                raise Conflict(f"{key}: {_api_error(e)}") from None
+            if e.status == 404:
+                raise NotFound(key) from None
+            raise _api_error(e) from None
+        obj = json.loads(resp.data or b"{}")
+        return obj if isinstance(obj, dict) else {}
+
     def lease(
         self,
         namespace: str,
@@ -593,11 +641,17 @@ WATCHED: Final = {
     "ReplicaSet": ("apps", "v1", "replicasets"),
     "StatefulSet": ("apps", "v1", "statefulsets"),
     "ReplicationController": ("", "v1", "replicationcontrollers"),
+    "PersistentVolume": ("", "v1", "persistentvolumes"),
+    "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims"),
+    "StorageClass": ("storage.k8s.io", "v1", "storageclasses"),
+    "CSINode": ("storage.k8s.io", "v1", "csinodes"),
+    "CSIDriver": ("storage.k8s.io", "v1", "csidrivers"),
+    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities"),
 }
 
 
 def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]:
-    core, apps = kube.core, k8s.AppsV1Api(kube.api)
+    core, apps, storage = kube.core, k8s.AppsV1Api(kube.api), k8s.StorageV1Api(kube.api)
     if kind == "PodGroup":
         return lambda t: kube.custom.list_cluster_custom_object(
             POD_GROUP_GROUP,
@@ -615,6 +669,12 @@ def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]
         "PriorityClass": k8s.SchedulingV1Api(kube.api).list_priority_class,
         "ReplicaSet": apps.list_replica_set_for_all_namespaces,
         "StatefulSet": apps.list_stateful_set_for_all_namespaces,
+        "PersistentVolume": core.list_persistent_volume,
+        "PersistentVolumeClaim": core.list_persistent_volume_claim_for_all_namespaces,
+        "StorageClass": storage.list_storage_class,
+        "CSINode": storage.list_csi_node,
+        "CSIDriver": storage.list_csi_driver,
+        "CSIStorageCapacity": storage.list_csi_storage_capacity_for_all_namespaces,
     }
     fn = fns[kind]
     return lambda t: fn(_preload_content=False, _request_timeout=LIST_TIMEOUT)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -43,6 +44,7 @@ import kopf
 from kopf._cogs.clients.watching import infinite_watch
 from kopf._cogs.structs.references import Resource
 
+from scheduler.api.storage import STORAGE_PARSERS
 from scheduler.clock import RealClock
 from scheduler.config import SchedulerConfig
 from scheduler.kube import WATCHED, Credentials, KubeClient, default_identity, list_objects
@@ -56,7 +58,18 @@ Handler = Callable[[Mapping[str, Any], bool], None]
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
-CLUSTER_SCOPED: Final = frozenset({"Node", "PriorityClass", "Namespace"})
+CLUSTER_SCOPED: Final = frozenset(
+    {
+        "Node",
+        "PriorityClass",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "CSIDriver",
+    }
+)
+STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
 
 
 def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
@@ -71,6 +84,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "ReplicaSet": on_workload,
         "StatefulSet": on_workload,
         "ReplicationController": on_workload,
+        **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
     }
 
 
@@ -253,6 +267,7 @@ async def initial_sync(
         "StatefulSet",
         "ReplicationController",
         "Node",
+        *STORAGE_KINDS,
         "PodGroup",
         "Pod",
     )

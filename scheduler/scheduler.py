@@ -117,6 +117,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             isolated=self.isolated,
             rng=self.rng,
             snapshot=lambda: self.snapshot,
+            volumes=self.cache.volumes,
             activate=self._activate,
             spawn=self._spawn,
         )

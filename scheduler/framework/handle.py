@@ -19,6 +19,7 @@ from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.snapshot import IsolatedCPU
+from scheduler.volumes import VolumeStore
 
 if TYPE_CHECKING:
     from scheduler.framework.interface import ClusterEvent
@@ -65,6 +66,8 @@ class Handle:
     isolated: IsolatedCPU = field(default_factory=IsolatedCPU)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     snapshot: Callable[[], NodeTable] = _no_snapshot
+    # Storage objects and assumed volume bindings (the cache's VolumeStore).
+    volumes: VolumeStore = field(default_factory=VolumeStore)
     # Move pods back to the active queue (e.g. a gang's members after a change).
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
     # Plugins append watchers in `new()`; see EventWatcher.

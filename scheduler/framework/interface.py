@@ -133,6 +133,12 @@ class EventResource(enum.StrEnum):
     NODE = "Node"
     POD_GROUP = "PodGroup"
     PRIORITY_CLASS = "PriorityClass"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     WILDCARD = "*"
 
 

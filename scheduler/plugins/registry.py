@@ -24,10 +24,14 @@ from scheduler.plugins.node_name import NodeName
 from scheduler.plugins.node_ports import NodePorts
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.queuesort import PrioritySort
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.plugins.taint_toleration import TaintToleration
+from scheduler.plugins.volume_binding import VolumeBinding
+from scheduler.plugins.volume_restrictions import VolumeRestrictions
+from scheduler.plugins.volume_zone import VolumeZone
 
 Registry = Mapping[str, type]
 
@@ -42,6 +46,10 @@ IN_TREE: Final[Registry] = {
         NodeAffinity,
         NodePorts,
         NodeResourcesFit,
+        VolumeRestrictions,
+        NodeVolumeLimits,
+        VolumeBinding,
+        VolumeZone,
         PodTopologySpread,
         InterPodAffinity,
         NodeResourcesBalancedAllocation,
@@ -61,6 +69,10 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("NodeAffinity", weight=2),
     PluginSpec("NodePorts"),
     PluginSpec("NodeResourcesFit", weight=1),
+    PluginSpec("VolumeRestrictions"),
+    PluginSpec("NodeVolumeLimits"),
+    PluginSpec("VolumeBinding"),
+    PluginSpec("VolumeZone"),
     PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("InterPodAffinity", weight=2),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),

@@ -1,0 +1,496 @@
+"""Storage objects, read: PersistentVolumes, PersistentVolumeClaims, StorageClasses,
+CSINodes, CSIDrivers, CSIStorageCapacities, and the volumes of a pod.
+
+Each `parse_*` returns a frozen view or an `InvalidObject` naming the field, as
+`scheduler.api.parse` does for pods and nodes. What the volume plugins need is
+computed here once per object: a claim's storage class (``spec.storageClassName``,
+else the legacy annotation ``volume.beta.kubernetes.io/storage-class``, as
+component-helpers GetPersistentVolumeClaimClass), its storage request in bytes,
+a PV's capacity, node affinity (a NodeSelector the node table can evaluate),
+claimRef and CSI source, a class's allowedTopologies as a NodeSelector.
+
+A pod's volumes are read from the pod's own object (`pod_volumes`): claims
+(``persistentVolumeClaim.claimName``), generic ephemeral volumes (the claim
+``<pod>-<volume>``, ephemeral.VolumeClaimName), inline CSI volumes and the
+in-tree disks VolumeRestrictions compares (GCE PD, AWS EBS, RBD, ISCSI).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from scheduler.api._read import (
+    get_bool,
+    get_int,
+    get_map,
+    get_objs,
+    get_str,
+    get_str_list,
+    get_str_map,
+    invalid,
+    required,
+    unsupported,
+)
+from scheduler.api.parse import _guarded, _meta
+from scheduler.api.quantity import parse_quantity, value
+from scheduler.api.selectors import parse_label_selector, parse_node_selector
+from scheduler.api.types import (
+    InvalidObject,
+    LabelSelector,
+    NodeSelector,
+    NodeSelectorTerm,
+    ParseError,
+    Pod,
+    Requirement,
+    SelectorOp,
+)
+
+IMMEDIATE: Final = "Immediate"
+WAIT_FOR_FIRST_CONSUMER: Final = "WaitForFirstConsumer"
+BINDING_MODES: Final = (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER)
+ACCESS_MODES: Final = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+READ_WRITE_ONCE_POD: Final = "ReadWriteOncePod"
+NOT_SUPPORTED_PROVISIONER: Final = "kubernetes.io/no-provisioner"
+
+# Annotations (component-helpers storage/volume).
+ANN_SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
+ANN_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
+ANN_BOUND_BY_CONTROLLER: Final = "pv.kubernetes.io/bound-by-controller"
+ANN_STORAGE_CLASS: Final = "volume.beta.kubernetes.io/storage-class"
+ANN_STORAGE_PROVISIONER: Final = "volume.kubernetes.io/storage-provisioner"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    uid: str
+    resource_version: str
+    labels: Mapping[str, str]
+    capacity: int  # bytes of spec.capacity.storage (0 if absent)
+    access_modes: tuple[str, ...]
+    storage_class: str
+    volume_mode: str  # Filesystem | Block
+    node_affinity: NodeSelector | None  # spec.nodeAffinity.required
+    claim_ref: ClaimRef | None
+    phase: str
+    csi_driver: str  # spec.csi.driver, "" when not a CSI volume
+    csi_handle: str
+    deleting: bool
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    annotations: Mapping[str, str]
+    storage_class: str  # "" when none (GetPersistentVolumeClaimClass)
+    request: int  # bytes of spec.resources.requests.storage (0 if absent)
+    has_request: bool
+    access_modes: tuple[str, ...]
+    volume_mode: str
+    selector: LabelSelector | None
+    volume_name: str
+    phase: str
+    deleting: bool
+    controller_uid: str  # the controlling owner's uid (ephemeral volumes)
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def fully_bound(self) -> bool:
+        """volumeName set and the bind-completed annotation (isPVCFullyBound)."""
+        return bool(self.volume_name) and ANN_BIND_COMPLETED in self.annotations
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    name: str
+    provisioner: str
+    binding_mode: str
+    allowed_topologies: NodeSelector | None  # None: no restriction
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def delayed(self) -> bool:
+        return self.binding_mode == WAIT_FOR_FIRST_CONSUMER
+
+    @property
+    def provisions(self) -> bool:
+        return bool(self.provisioner) and self.provisioner != NOT_SUPPORTED_PROVISIONER
+
+
+@dataclass(frozen=True, slots=True)
+class CSINode:
+    name: str
+    # driver name -> allocatable.count (None: no limit published)
+    limits: Mapping[str, int | None]
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CSIDriver:
+    name: str
+    storage_capacity: bool
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CSIStorageCapacity:
+    namespace: str
+    name: str
+    storage_class: str
+    node_topology: LabelSelector | None  # None: available nowhere
+    capacity: int | None
+    maximum_volume_size: int | None
+    raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def limit(self) -> int | None:
+        """maximumVolumeSize if set (more precise), else capacity (volumeLimit)."""
+        return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
+
+
+# ---- pod volumes ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """One entry of spec.volumes, reduced to what the volume plugins compare.
+
+    `claim` is the claim's name (a generic ephemeral volume's generated name),
+    `ephemeral` says it is generated; `disk` identifies an in-tree disk
+    (kind, id, extra) for VolumeRestrictions; `csi_driver` an inline CSI volume.
+    """
+
+    name: str
+    claim: str = ""
+    ephemeral: bool = False
+    read_only: bool = False
+    disk_kind: str = ""  # gce | aws | rbd | iscsi
+    disk_id: str = ""  # pdName | volumeID | pool/image | iqn
+    monitors: frozenset[str] = frozenset()  # rbd
+    csi_driver: str = ""
+
+
+def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
+    name = get_str(item, "name", p)
+    pvc = get_map(item, "persistentVolumeClaim", p)
+    if pvc:
+        claim = get_str(pvc, "claimName", f"{p}persistentVolumeClaim.")
+        return PodVolume(name, claim=claim, read_only=get_bool(pvc, "readOnly", p))
+    if item.get("ephemeral") is not None:
+        return PodVolume(name, claim=f"{pod_name}-{name}", ephemeral=True)
+    gce = get_map(item, "gcePersistentDisk", p)
+    if gce:
+        q = f"{p}gcePersistentDisk."
+        return PodVolume(
+            name, read_only=get_bool(gce, "readOnly", q), disk_kind="gce",
+            disk_id=get_str(gce, "pdName", q),
+        )  # fmt: skip
+    aws = get_map(item, "awsElasticBlockStore", p)
+    if aws:
+        q = f"{p}awsElasticBlockStore."
+        return PodVolume(
+            name, read_only=get_bool(aws, "readOnly", q), disk_kind="aws",
+            disk_id=get_str(aws, "volumeID", q),
+        )  # fmt: skip
+    rbd = get_map(item, "rbd", p)
+    if rbd:
+        q = f"{p}rbd."
+        return PodVolume(
+            name,
+            read_only=get_bool(rbd, "readOnly", q),
+            disk_kind="rbd",
+            disk_id=f"{get_str(rbd, 'pool', q) or 'rbd'}/{get_str(rbd, 'image', q)}",
+            monitors=frozenset(get_str_list(rbd, "monitors", q)),
+        )
+    iscsi = get_map(item, "iscsi", p)
+    if iscsi:
+        q = f"{p}iscsi."
+        return PodVolume(
+            name, read_only=get_bool(iscsi, "readOnly", q), disk_kind="iscsi",
+            disk_id=get_str(iscsi, "iqn", q),
+        )  # fmt: skip
+    csi = get_map(item, "csi", p)
+    if csi:
+        return PodVolume(name, csi_driver=get_str(csi, "driver", f"{p}csi."))
+    return PodVolume(name)
+
+
+def pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
+    """The pod's volumes that matter to scheduling (others are left out).
+    A malformed entry is left out too: the pod's own parse accepted the pod."""
+    spec = pod.raw.get("spec")
+    vols = spec.get("volumes") if isinstance(spec, Mapping) else None
+    if not vols or not isinstance(vols, list | tuple):
+        return ()
+    out: list[PodVolume] = []
+    for i, item in enumerate(vols):
+        if not isinstance(item, Mapping):
+            continue
+        try:
+            v = _volume(pod.name, item, f"spec.volumes[{i}].")
+        except ParseError:
+            continue
+        if v.claim or v.disk_kind or v.csi_driver:
+            out.append(v)
+    return tuple(out)
+
+
+def pod_claim_names(pod: Pod) -> tuple[str, ...]:
+    """Names of the claims the pod uses (ephemeral ones included)."""
+    return tuple(v.claim for v in pod_volumes(pod) if v.claim)
+
+
+# ---- parsers --------------------------------------------------------------------------
+
+
+def _bytes(obj: Mapping[str, Any], key: str, prefix: str) -> int | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    q = parse_quantity(v, prefix + key)
+    n = value(q)
+    if n < 0:
+        raise invalid(prefix + key, v, "must be greater than or equal to 0")
+    return n
+
+
+def _access_modes(obj: Mapping[str, Any], prefix: str) -> tuple[str, ...]:
+    modes = get_str_list(obj, "accessModes", prefix)
+    for i, m in enumerate(modes):
+        if m not in ACCESS_MODES:
+            raise unsupported(f"{prefix}accessModes[{i}]", m, ACCESS_MODES)
+    return modes
+
+
+def _rv(md: Mapping[str, Any]) -> str:
+    return get_str(md, "resourceVersion", "metadata.")
+
+
+def _parse_pv(obj: Mapping[str, Any]) -> PersistentVolume:
+    md, _, name = _meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    cap = get_map(spec, "capacity", "spec.")
+    ref = get_map(spec, "claimRef", "spec.")
+    claim_ref = None
+    if ref:
+        claim_ref = ClaimRef(
+            get_str(ref, "namespace", "spec.claimRef.") or "default",
+            get_str(ref, "name", "spec.claimRef."),
+            get_str(ref, "uid", "spec.claimRef."),
+        )
+    aff = get_map(spec, "nodeAffinity", "spec.")
+    csi = get_map(spec, "csi", "spec.")
+    return PersistentVolume(
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        resource_version=_rv(md),
+        labels=get_str_map(md, "labels", "metadata."),
+        capacity=_bytes(cap, "storage", "spec.capacity.") or 0,
+        access_modes=_access_modes(spec, "spec."),
+        storage_class=get_str(spec, "storageClassName", "spec.")
+        or get_str_map(md, "annotations", "metadata.").get(ANN_STORAGE_CLASS, ""),
+        volume_mode=get_str(spec, "volumeMode", "spec.") or "Filesystem",
+        node_affinity=parse_node_selector(aff.get("required"), "spec.nodeAffinity.required."),
+        claim_ref=claim_ref,
+        phase=get_str(status, "phase", "status.") or "Available",
+        csi_driver=get_str(csi, "driver", "spec.csi."),
+        csi_handle=get_str(csi, "volumeHandle", "spec.csi."),
+        deleting=md.get("deletionTimestamp") is not None,
+        raw=obj,
+    )
+
+
+def _parse_pvc(obj: Mapping[str, Any]) -> PersistentVolumeClaim:
+    md, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    annotations = get_str_map(md, "annotations", "metadata.")
+    requests = get_map(get_map(spec, "resources", "spec."), "requests", "spec.resources.")
+    req = _bytes(requests, "storage", "spec.resources.requests.")
+    sc = spec.get("storageClassName")
+    if sc is not None and not isinstance(sc, str):
+        raise invalid("spec.storageClassName", sc, "must be a string")
+    controller_uid = ""
+    for p, o in get_objs(md, "ownerReferences", "metadata."):
+        if get_bool(o, "controller", p):
+            controller_uid = get_str(o, "uid", p)
+    return PersistentVolumeClaim(
+        namespace=ns,
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        resource_version=_rv(md),
+        annotations=annotations,
+        # GetPersistentVolumeClaimClass: the beta annotation wins, then the field.
+        storage_class=annotations.get(ANN_STORAGE_CLASS, sc or ""),
+        request=req or 0,
+        has_request=req is not None,
+        access_modes=_access_modes(spec, "spec."),
+        volume_mode=get_str(spec, "volumeMode", "spec.") or "Filesystem",
+        selector=parse_label_selector(spec.get("selector"), "spec.selector."),
+        volume_name=get_str(spec, "volumeName", "spec."),
+        phase=get_str(status, "phase", "status.") or "Pending",
+        deleting=md.get("deletionTimestamp") is not None,
+        controller_uid=controller_uid,
+        raw=obj,
+    )
+
+
+def _topology_terms(items: list[tuple[str, Mapping[str, Any]]]) -> NodeSelector | None:
+    """allowedTopologies (TopologySelectorTerms: matchLabelExpressions key/values,
+    ANDed within a term, terms ORed) as a NodeSelector; none: no restriction."""
+    if not items:
+        return None
+    terms = []
+    for p, t in items:
+        reqs = []
+        for q, e in get_objs(t, "matchLabelExpressions", p):
+            key = get_str(e, "key", q)
+            if not key:
+                raise required(f"{q}key")
+            reqs.append(Requirement(key, SelectorOp.IN, get_str_list(e, "values", q)))
+        terms.append(NodeSelectorTerm(tuple(reqs)))
+    return NodeSelector(tuple(terms))
+
+
+def _parse_storage_class(obj: Mapping[str, Any]) -> StorageClass:
+    _, _, name = _meta(obj, namespaced=False)
+    mode = get_str(obj, "volumeBindingMode", "") or IMMEDIATE
+    if mode not in BINDING_MODES:
+        raise unsupported("volumeBindingMode", mode, BINDING_MODES)
+    return StorageClass(
+        name=name,
+        provisioner=get_str(obj, "provisioner", ""),
+        binding_mode=mode,
+        allowed_topologies=_topology_terms(get_objs(obj, "allowedTopologies", "")),
+        raw=obj,
+    )
+
+
+def _parse_csi_node(obj: Mapping[str, Any]) -> CSINode:
+    _, _, name = _meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    limits: dict[str, int | None] = {}
+    for p, d in get_objs(spec, "drivers", "spec."):
+        driver = get_str(d, "name", p)
+        count = get_int(get_map(d, "allocatable", p), "count", f"{p}allocatable.")
+        if count is not None and count < 0:
+            raise invalid(f"{p}allocatable.count", count, "must be greater than or equal to 0")
+        limits[driver] = count
+    return CSINode(name, limits, obj)
+
+
+def _parse_csi_driver(obj: Mapping[str, Any]) -> CSIDriver:
+    _, _, name = _meta(obj, namespaced=False)
+    spec = get_map(obj, "spec", "")
+    return CSIDriver(name, get_bool(spec, "storageCapacity", "spec."), obj)
+
+
+def _parse_capacity(obj: Mapping[str, Any]) -> CSIStorageCapacity:
+    _, ns, name = _meta(obj, namespaced=True)
+    sc = get_str(obj, "storageClassName", "")
+    if not sc:
+        raise required("storageClassName")
+    return CSIStorageCapacity(
+        namespace=ns,
+        name=name,
+        storage_class=sc,
+        node_topology=parse_label_selector(obj.get("nodeTopology"), "nodeTopology."),
+        capacity=_bytes(obj, "capacity", ""),
+        maximum_volume_size=_bytes(obj, "maximumVolumeSize", ""),
+        raw=obj,
+    )
+
+
+def parse_persistent_volume(obj: Mapping[str, Any]) -> PersistentVolume | InvalidObject:
+    return _guarded("PersistentVolume", obj, False, _parse_pv)
+
+
+def parse_persistent_volume_claim(
+    obj: Mapping[str, Any],
+) -> PersistentVolumeClaim | InvalidObject:
+    return _guarded("PersistentVolumeClaim", obj, True, _parse_pvc)
+
+
+def parse_storage_class(obj: Mapping[str, Any]) -> StorageClass | InvalidObject:
+    return _guarded("StorageClass", obj, False, _parse_storage_class)
+
+
+def parse_csi_node(obj: Mapping[str, Any]) -> CSINode | InvalidObject:
+    return _guarded("CSINode", obj, False, _parse_csi_node)
+
+
+def parse_csi_driver(obj: Mapping[str, Any]) -> CSIDriver | InvalidObject:
+    return _guarded("CSIDriver", obj, False, _parse_csi_driver)
+
+
+def parse_csi_storage_capacity(obj: Mapping[str, Any]) -> CSIStorageCapacity | InvalidObject:
+    return _guarded("CSIStorageCapacity", obj, True, _parse_capacity)
+
+
+StorageObject = (
+    PersistentVolume
+    | PersistentVolumeClaim
+    | StorageClass
+    | CSINode
+    | CSIDriver
+    | CSIStorageCapacity
+)
+
+STORAGE_PARSERS: Final = {
+    "PersistentVolume": parse_persistent_volume,
+    "PersistentVolumeClaim": parse_persistent_volume_claim,
+    "StorageClass": parse_storage_class,
+    "CSINode": parse_csi_node,
+    "CSIDriver": parse_csi_driver,
+    "CSIStorageCapacity": parse_csi_storage_capacity,
+}
+
+
+def parse_storage_object(kind: str, obj: Mapping[str, Any]) -> StorageObject | InvalidObject:
+    parser = STORAGE_PARSERS[kind]
+    out: StorageObject | InvalidObject = parser(obj)
+    return out
+
+
+__all__ = [
+    "ANN_BIND_COMPLETED",
+    "ANN_SELECTED_NODE",
+    "STORAGE_PARSERS",
+    "CSIDriver",
+    "CSINode",
+    "CSIStorageCapacity",
+    "ClaimRef",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "PodVolume",
+    "StorageClass",
+    "parse_storage_object",
+    "pod_claim_names",
+    "pod_volumes",
+]

@@ -1,0 +1,268 @@
+"""The volume store: PersistentVolumes, claims, StorageClasses, CSINodes,
+CSIDrivers and CSIStorageCapacities as the API has them, the bindings the
+scheduler assumed on top of them, and which volumes the pods on each node use.
+
+The cache owns one (`Cache.volumes`); plugins read it through `Handle.volumes`.
+
+Assumed objects (kube-scheduler volumebinding's assume cache): Reserve puts a
+PV with its new claimRef, or a claim with its selected-node annotation, over
+the API's object (`assume_pv`, `assume_pvc`); readers (`pv`, `pvc`) see the
+assumed version, so the next pod does not pick the same PV. `restore_*`
+(Unreserve) drops it; a newer version from the API replaces it (the write
+went through, or someone else changed the object). `api_pv` / `api_pvc` read
+the API's version only (PreBind checks progress on those).
+
+Usage per node is kept from the cache's charges (`pod_added`, `pod_removed`,
+assumed pods included): the claims each node's pods use (NodeVolumeLimits
+resolves them to CSI volume handles), inline CSI volumes, and an index from
+in-tree disk id to the nodes whose pods mount it (VolumeRestrictions); and how
+many placed pods use each claim (ReadWriteOncePod).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from scheduler.api.storage import (
+    ANN_BOUND_BY_CONTROLLER,
+    ANN_SELECTED_NODE,
+    ClaimRef,
+    CSIDriver,
+    CSINode,
+    CSIStorageCapacity,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    PodVolume,
+    StorageClass,
+    StorageObject,
+    pod_volumes,
+)
+from scheduler.api.types import Pod, PodKey
+
+
+class VolumeStore:
+    def __init__(self) -> None:
+        self._pvs: dict[str, PersistentVolume] = {}
+        self._pvcs: dict[str, PersistentVolumeClaim] = {}
+        self._classes: dict[str, StorageClass] = {}
+        self._csi_nodes: dict[str, CSINode] = {}
+        self._csi_drivers: dict[str, CSIDriver] = {}
+        self._capacities: dict[str, CSIStorageCapacity] = {}
+        self._assumed_pv: dict[str, PersistentVolume] = {}
+        self._assumed_pvc: dict[str, PersistentVolumeClaim] = {}
+        self._by_class: dict[str, set[str]] = {}
+        # Usage by placed (bound or assumed) pods.
+        self._placed: dict[PodKey, tuple[str, str, tuple[PodVolume, ...]]] = {}
+        self._node_claims: dict[str, Counter[str]] = {}
+        self._node_inline_csi: dict[str, Counter[tuple[str, str]]] = {}
+        self._disks: dict[str, dict[str, list[PodVolume]]] = {}  # disk id -> node -> vols
+        self._claim_users: Counter[str] = Counter()
+        # Called after any PV or claim changes (PreBind waits on these).
+        self.listeners: list[Callable[[], None]] = []
+
+    # ---- API objects -------------------------------------------------------------
+
+    def set(self, obj: StorageObject, deleted: bool = False) -> StorageObject | None:
+        """Store (or, `deleted`, drop) an object from the API; returns the version
+        readers saw before (assumed or API), or None."""
+        old: StorageObject | None
+        if isinstance(obj, PersistentVolume):
+            old = self.pv(obj.name)
+            prev = self._pvs.pop(obj.name, None)
+            if prev is not None:
+                self._by_class.get(prev.storage_class, set()).discard(obj.name)
+            assumed = self._assumed_pv.get(obj.name)
+            if deleted or (
+                assumed is not None and assumed.resource_version != obj.resource_version
+            ):
+                self._assumed_pv.pop(obj.name, None)
+            if not deleted:
+                self._pvs[obj.name] = obj
+                self._by_class.setdefault(obj.storage_class, set()).add(obj.name)
+            self._changed()
+        elif isinstance(obj, PersistentVolumeClaim):
+            old = self.pvc(obj.key)
+            assumed_c = self._assumed_pvc.get(obj.key)
+            if deleted or (
+                assumed_c is not None and assumed_c.resource_version != obj.resource_version
+            ):
+                self._assumed_pvc.pop(obj.key, None)
+            if deleted:
+                self._pvcs.pop(obj.key, None)
+            else:
+                self._pvcs[obj.key] = obj
+            self._changed()
+        elif isinstance(obj, StorageClass):
+            old = self._put(self._classes, obj.name, obj, deleted)
+        elif isinstance(obj, CSINode):
+            old = self._put(self._csi_nodes, obj.name, obj, deleted)
+        elif isinstance(obj, CSIDriver):
+            old = self._put(self._csi_drivers, obj.name, obj, deleted)
+        else:
+            old = self._put(self._capacities, obj.key, obj, deleted)
+        return old
+
+    @staticmethod
+    def _put(
+        d: dict[str, Any], key: str, obj: StorageObject, deleted: bool
+    ) -> StorageObject | None:
+        old: StorageObject | None = d.pop(key, None)
+        if not deleted:
+            d[key] = obj
+        return old
+
+    def _changed(self) -> None:
+        for fn in list(self.listeners):
+            fn()
+
+    def pv(self, name: str) -> PersistentVolume | None:
+        return self._assumed_pv.get(name) or self._pvs.get(name)
+
+    def pvc(self, key: str) -> PersistentVolumeClaim | None:
+        return self._assumed_pvc.get(key) or self._pvcs.get(key)
+
+    def api_pv(self, name: str) -> PersistentVolume | None:
+        return self._pvs.get(name)
+
+    def api_pvc(self, key: str) -> PersistentVolumeClaim | None:
+        return self._pvcs.get(key)
+
+    def pvs_in_class(self, storage_class: str) -> list[PersistentVolume]:
+        """PVs of a class (assumed versions), by name."""
+        out = []
+        for name in sorted(self._by_class.get(storage_class, ())):
+            pv = self.pv(name)
+            if pv is not None:
+                out.append(pv)
+        return out
+
+    def storage_class(self, name: str) -> StorageClass | None:
+        return self._classes.get(name)
+
+    def csi_node(self, name: str) -> CSINode | None:
+        return self._csi_nodes.get(name)
+
+    def csi_nodes(self) -> Iterable[CSINode]:
+        return self._csi_nodes.values()
+
+    def csi_driver(self, name: str) -> CSIDriver | None:
+        return self._csi_drivers.get(name)
+
+    def capacities(self) -> Iterable[CSIStorageCapacity]:
+        return self._capacities.values()
+
+    @property
+    def empty(self) -> bool:
+        return not self._pvcs and not self._assumed_pvc
+
+    # ---- assumed bindings ----------------------------------------------------------
+
+    def assume_pv(self, pv: PersistentVolume, claim: PersistentVolumeClaim) -> PersistentVolume:
+        """Assume `pv` bound to `claim` (volume.GetBindVolumeToClaim): claimRef set,
+        and pv.kubernetes.io/bound-by-controller: "yes"."""
+        raw = dict(pv.raw)
+        md = dict(raw.get("metadata") or {})
+        ann = dict(md.get("annotations") or {})
+        ann[ANN_BOUND_BY_CONTROLLER] = "yes"
+        md["annotations"] = ann
+        spec = dict(raw.get("spec") or {})
+        spec["claimRef"] = claim_ref_body(claim)
+        raw["metadata"], raw["spec"] = md, spec
+        new = replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid), raw=raw)
+        self._assumed_pv[pv.name] = new
+        return new
+
+    def assume_pvc(self, claim: PersistentVolumeClaim, node: str) -> PersistentVolumeClaim:
+        """Assume the claim annotated with the node chosen for provisioning."""
+        ann = {**claim.annotations, ANN_SELECTED_NODE: node}
+        raw = dict(claim.raw)
+        md = dict(raw.get("metadata") or {})
+        md["annotations"] = ann
+        raw["metadata"] = md
+        new = replace(claim, annotations=ann, raw=raw)
+        self._assumed_pvc[claim.key] = new
+        return new
+
+    def restore_pv(self, name: str) -> None:
+        self._assumed_pv.pop(name, None)
+
+    def restore_pvc(self, key: str) -> None:
+        self._assumed_pvc.pop(key, None)
+
+    # ---- usage by placed pods ------------------------------------------------------
+
+    def pod_added(self, node: str, pod: Pod) -> None:
+        vols = pod_volumes(pod)
+        if not vols or pod.key in self._placed:
+            return
+        self._placed[pod.key] = (node, pod.namespace, vols)
+        self._count(node, pod.namespace, vols, +1)
+
+    def pod_removed(self, pod: Pod) -> None:
+        placed = self._placed.pop(pod.key, None)
+        if placed is not None:
+            self._count(placed[0], placed[1], placed[2], -1)
+
+    def node_removed(self, node: str) -> None:
+        for key in [k for k, (n, _, _) in self._placed.items() if n == node]:
+            n, ns, vols = self._placed.pop(key)
+            self._count(n, ns, vols, -1)
+
+    def _count(self, node: str, ns: str, vols: tuple[PodVolume, ...], sign: int) -> None:
+        for v in vols:
+            if v.claim:
+                key = f"{ns}/{v.claim}"
+                _bump(self._node_claims.setdefault(node, Counter()), key, sign)
+                _bump(self._claim_users, key, sign)
+            elif v.csi_driver:
+                inline = self._node_inline_csi.setdefault(node, Counter())
+                _bump(inline, (v.csi_driver, f"{ns}/{v.name}"), sign)
+            elif v.disk_kind:
+                by_node = self._disks.setdefault(f"{v.disk_kind}:{v.disk_id}", {})
+                lst = by_node.setdefault(node, [])
+                if sign > 0:
+                    lst.append(v)
+                else:
+                    lst.remove(v)
+                    if not lst:
+                        del by_node[node]
+
+    def claim_users(self, key: str) -> int:
+        """How many placed pods use the claim `namespace/name`."""
+        return self._claim_users.get(key, 0)
+
+    def disk_users(self, kind: str, disk_id: str) -> dict[str, list[PodVolume]]:
+        """Per node, the placed pods' volumes that mount this in-tree disk."""
+        return self._disks.get(f"{kind}:{disk_id}", {})
+
+    def node_claims(self) -> dict[str, Counter[str]]:
+        return self._node_claims
+
+    def node_inline_csi(self) -> dict[str, Counter[tuple[str, str]]]:
+        return self._node_inline_csi
+
+
+def _bump(c: Counter[str] | Counter[tuple[str, str]], key: object, sign: int) -> None:
+    n = c.get(key, 0) + sign  # type: ignore[call-overload]
+    if n > 0:
+        c[key] = n  # type: ignore[index]
+    else:
+        c.pop(key, None)  # type: ignore[call-overload]
+
+
+def claim_ref_body(claim: PersistentVolumeClaim) -> dict[str, str]:
+    """The claimRef the binder writes on a PV (an ObjectReference to the claim)."""
+    ref = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "namespace": claim.namespace,
+        "name": claim.name,
+    }
+    if claim.uid:
+        ref["uid"] = claim.uid
+    if claim.resource_version:
+        ref["resourceVersion"] = claim.resource_version
+    return ref

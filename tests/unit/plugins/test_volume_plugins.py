@@ -1,0 +1,168 @@
+"""VolumeZone, VolumeRestrictions and NodeVolumeLimits (cases named after
+their upstream tests where ported)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.plugins.node_volume_limits import (
+    ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
+    NodeVolumeLimits,
+)
+from scheduler.plugins.volume_restrictions import (
+    ERR_REASON_DISK_CONFLICT,
+    ERR_REASON_RWOP_CONFLICT,
+    VolumeRestrictions,
+)
+from scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
+from tests.builders import make_node, make_pod
+from tests.volume_builders import (
+    World,
+    csi_node,
+    pv,
+    pvc,
+    storage_class,
+    with_claims,
+    with_volume,
+)
+
+OK: list[str] = []
+ZONE = "topology.kubernetes.io/zone"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+
+
+def zone_nodes() -> list[dict[str, Any]]:
+    return [
+        make_node("a1").label(ZONE, "a").obj(),
+        make_node("b1").label(BETA_ZONE, "b").obj(),
+        make_node("plain").obj(),
+    ]
+
+
+ZONE_CASES: list[tuple[str, list[dict[str, Any]], list[str], Any]] = [
+    ("pod without volume", [], [], "Skip"),
+    (
+        "label zone failure domain matched",
+        [pvc("c", volume="v"), pv("v", labels={ZONE: "a"}, phase="Bound")],
+        ["c"],
+        {"a1": OK, "b1": [ERR_REASON_CONFLICT], "plain": OK},
+    ),
+    (
+        "beta PV label matched by a GA node label, and several zones",
+        [pvc("c", volume="v"), pv("v", labels={BETA_ZONE: "a__b"}, phase="Bound")],
+        ["c"],
+        {"a1": OK, "b1": OK, "plain": OK},
+    ),
+    (
+        "unbound WaitForFirstConsumer claim is skipped",
+        [storage_class("wait"), pvc("c", sc="wait")],
+        ["c"],
+        "Skip",
+    ),
+    (
+        "unbound immediate claim",
+        [storage_class("imm", wffc=False), pvc("c", sc="imm")],
+        ["c"],
+        "UNSCHEDULABLE_AND_UNRESOLVABLE: PersistentVolume had no name",
+    ),
+    (
+        "claim without volume or class",
+        [pvc("c", sc=None)],
+        ["c"],
+        "UNSCHEDULABLE_AND_UNRESOLVABLE: "
+        "PersistentVolumeClaim had no pv name and storageClass name",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "objs", "claims", "want"), ZONE_CASES, ids=[c[0] for c in ZONE_CASES]
+)
+def test_volume_zone(name: str, objs: list[dict[str, Any]], claims: list[str], want: Any) -> None:
+    w = World(zone_nodes()).add(*objs)
+    got = w.filter(VolumeZone.new({}, w.handle), with_claims(make_pod("p").obj(), *claims))
+    assert got == want
+
+
+def gce(pd: str, ro: bool = False) -> dict[str, Any]:
+    return {"name": "d", "gcePersistentDisk": {"pdName": pd, "readOnly": ro}}
+
+
+def aws(vid: str) -> dict[str, Any]:
+    return {"name": "d", "awsElasticBlockStore": {"volumeID": vid}}
+
+
+def rbd(mons: list[str], image: str, ro: bool = False) -> dict[str, Any]:
+    return {"name": "d", "rbd": {"monitors": mons, "pool": "p", "image": image, "readOnly": ro}}
+
+
+def iscsi(iqn: str, ro: bool = False) -> dict[str, Any]:
+    return {"name": "d", "iscsi": {"iqn": iqn, "lun": 0, "targetPortal": "x", "readOnly": ro}}
+
+
+DISK_CASES = [
+    ("nothing", gce("foo"), gce("bar"), OK),
+    ("same gce pd", gce("foo"), gce("foo"), [ERR_REASON_DISK_CONFLICT]),
+    ("same gce pd both read-only", gce("foo", True), gce("foo", True), OK),
+    ("same aws volume", aws("foo"), aws("foo"), [ERR_REASON_DISK_CONFLICT]),
+    ("different aws volume", aws("foo"), aws("bar"), OK),
+    (
+        "rbd overlapping monitors",
+        rbd(["a", "b"], "i"),
+        rbd(["b", "c"], "i"),
+        [ERR_REASON_DISK_CONFLICT],
+    ),
+    ("rbd disjoint monitors", rbd(["a"], "i"), rbd(["c"], "i"), OK),
+    ("rbd read-only", rbd(["a"], "i", True), rbd(["a"], "i", True), OK),
+    ("same iscsi iqn", iscsi("q"), iscsi("q"), [ERR_REASON_DISK_CONFLICT]),
+    ("iscsi read-only", iscsi("q", True), iscsi("q", True), OK),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "existing", "new", "want"), DISK_CASES, ids=[c[0] for c in DISK_CASES]
+)
+def test_disk_conflicts(
+    name: str, existing: dict[str, Any], new: dict[str, Any], want: Any
+) -> None:
+    w = World(2).place(with_volume(make_pod("old").obj(), existing), "n0")
+    got = w.filter(VolumeRestrictions.new({}, w.handle), with_volume(make_pod("p").obj(), new))
+    assert got == {"n0": want, "n1": OK}
+
+
+def test_read_write_once_pod() -> None:
+    w = World(2).add(pvc("c", volume="v", modes=("ReadWriteOncePod",)), pvc("d", volume="v2"))
+    plugin = VolumeRestrictions.new({}, w.handle)
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "c")) == {"n0": OK, "n1": OK}
+    w.place(with_claims(make_pod("old").obj(), "c"), "n0")
+    want = [ERR_REASON_RWOP_CONFLICT]
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "c")) == {"n0": want, "n1": want}
+    # A ReadWriteOnce claim shared on a node is not a conflict.
+    w.place(with_claims(make_pod("old2").obj(), "d"), "n0")
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "d")) == {"n0": OK, "n1": OK}
+    assert w.filter(plugin, make_pod("p").obj()) == "Skip"
+
+
+def test_node_volume_limits() -> None:
+    w = World(3).add(
+        csi_node("n0", ebs_csi_aws_com=2),
+        csi_node("n1", ebs_csi_aws_com=1),
+        storage_class("ebs", provisioner="ebs.csi.aws.com"),
+        *[pvc(f"c{i}", volume=f"v{i}") for i in range(3)],
+        *[pv(f"v{i}", csi=("ebs.csi.aws.com", f"h{i}"), phase="Bound") for i in range(3)],
+        pvc("new", sc="ebs"),
+    )
+    plugin = NodeVolumeLimits.new({}, w.handle)
+    assert w.filter(plugin, make_pod("p").obj()) == "Skip"
+    w.place(with_claims(make_pod("a").obj(), "c0"), "n0")
+    w.place(with_claims(make_pod("b").obj(), "c1"), "n1")
+    got = w.filter(plugin, with_claims(make_pod("p").obj(), "c2"))
+    # n0: 1 attached + 1 new <= 2; n1: 1 + 1 > 1; n2: no CSINode, no limit.
+    assert got == {"n0": OK, "n1": [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED], "n2": OK}
+    # A volume already attached on the node does not count twice.
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "c1"))["n1"] == OK  # type: ignore[index]
+    # An unbound claim counts for its class's provisioner.
+    got = w.filter(plugin, with_claims(make_pod("p").obj(), "new", "c2"))
+    assert got["n0"] == [ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED]  # type: ignore[index]
