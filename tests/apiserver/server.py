@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import copy
 import json
 import ssl
 import tempfile
@@ -281,14 +282,14 @@ class ApiServer:
 
     def objects(self, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
         res = self.store.resolve(plural)
-        return self._sync(lambda: list(self.store.list(res, namespace)[0]))
+        return self._sync(lambda: copy.deepcopy(list(self.store.list(res, namespace)[0])))
 
     def get(self, plural: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         res = self.store.resolve(plural)
 
         def get() -> dict[str, Any] | None:
             try:
-                return self.store.get(res, namespace, name)
+                return copy.deepcopy(self.store.get(res, namespace, name))
             except ApiError:
                 return None
 
