@@ -684,8 +684,8 @@ class NodeResourcesFit(
     def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node added or resized helps if the pod fits it empty and (for an
         update) one of the resources the pod needs, or its pod capacity, grew."""
-        if not isinstance(new, Node):
-            return QueueingHint.SKIP
+        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+            return QueueingHint.QUEUE  # as upstream's error path
         need = self.fit_charge(pod)
         need[PODS] = 1
         if any(v > new.allocatable.get(r, 0) for r, v in need.items()):

@@ -30,8 +30,21 @@ has no SidecarContainers gate (GA upstream), so a pod with a restartable init
 container is always allowed; that case asserts Troupe's answer. The "if
 PreScore is not called" TestFitScore cases assert Troupe's behaviour: Score
 reads PreScore's state and fails loudly without it (STYLE.md 6; the runtime
-always runs PreScore first). The queueing-hint tables of fit_test.go are not
-part of this port.
+always runs PreScore first).
+
+Queueing hints: Test_isSchedulableAfterPodChange and
+Test_isSchedulableAfterNodeChange are ported. Fix: the node hint returned Skip
+for an object that is not a Node (and judged a non-Node old object by the new
+node); upstream's error path queues ("backoff-wrong-new-object",
+"backoff-wrong-old-object"). Deliberate differences, asserted:
+"skip-queue-on-unscheduled-pod-deleted" queues in Troupe (only assigned-pod
+deletions reach the hint, and the scheduler reports a forgotten assumed pod,
+which has no spec.nodeName, as one); "skip-queue-on-disable-inplace-pod-
+vertical-scaling" queues (Troupe has no such gate; the scale-down frees cpu).
+Skipped: TestEventsToRegister (its expected sets depend on upstream feature
+gates; Troupe registers assigned-pod Delete|scale-down and node
+Add|UpdateNodeAllocatable), Test_isSchedulableAfterDeviceClassChange (DRA) and
+the benchmarks.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from typing import Any
 import pytest
 
 from scheduler.framework.cycle_state import CycleState, StateKeyError
+from scheduler.framework.interface import QueueingHint
 from scheduler.framework.status import Code
 from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
@@ -775,3 +789,207 @@ def test_fit_score_without_pre_score(args: dict[str, Any]) -> None:
         plugin.score(CycleState(), pod, table, table.valid_rows())
     with pytest.raises(StateKeyError):
         plugin.score_node(CycleState(), pod, table, 0)
+
+
+# ---- Test_isSchedulableAfterPodChange ----------------------------------------------
+
+
+def cpu_pod(name: str, cpu: str, node: str | None = None) -> PodBuilder:
+    pb = make_pod(name).req(cpu=cpu)
+    return pb.node(node) if node else pb
+
+
+def level_pod(name: str, node: str | None = None, **requests: str) -> PodBuilder:
+    pb = make_pod(name).pod_resources(dict(requests))
+    return pb.node(node) if node else pb
+
+
+@pytest.mark.parametrize(
+    ("pod", "old", "new", "want"),
+    [
+        pytest.param(
+            make_pod("p"),
+            "not-a-pod",
+            None,
+            QueueingHint.QUEUE,
+            id="upstream: backoff-wrong-old-object",
+        ),
+        pytest.param(
+            make_pod("p"),
+            None,
+            "not-a-pod",
+            QueueingHint.QUEUE,
+            id="upstream: backoff-wrong-new-object",
+        ),
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            cpu_pod("pod2", "1", "fake"),
+            None,
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-other-pod-deleted",
+        ),
+        # Troupe: only assigned-pod deletions reach this hint, and a forgotten assumed
+        # pod is reported as one without spec.nodeName, so every deletion queues.
+        pytest.param(
+            make_pod("p"),
+            make_pod("d"),
+            None,
+            QueueingHint.QUEUE,
+            id="upstream: skip-queue-on-unscheduled-pod-deleted",
+        ),
+        # Troupe has no InPlacePodVerticalScaling gate (on upstream by default): a
+        # scale-down that frees cpu queues.
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            cpu_pod("pod2", "2", "fake"),
+            cpu_pod("pod2", "1", "fake"),
+            QueueingHint.QUEUE,
+            id="upstream: skip-queue-on-disable-inplace-pod-vertical-scaling",
+        ),
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            cpu_pod("pod2", "2"),
+            cpu_pod("pod2", "1"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-other-unscheduled-pod",
+        ),
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            make_pod("pod2").req(memory="2").node("fake"),
+            make_pod("pod2").req(memory="1").node("fake"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-other-pod-unrelated-resource-scaled-down",
+        ),
+        pytest.param(
+            level_pod("pod1", cpu="1"),
+            level_pod("pod2", "fake", memory="2"),
+            level_pod("pod2", "fake", memory="1"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-other-pod-unrelated-pod-level-resource-scaled-down",
+        ),
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            cpu_pod("pod2", "2", "fake"),
+            cpu_pod("pod2", "1", "fake"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-other-pod-some-resource-scale-down",
+        ),
+        pytest.param(
+            level_pod("pod1", cpu="1"),
+            level_pod("pod2", "fake", cpu="2"),
+            level_pod("pod2", "fake", cpu="1"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-other-pod-some-pod-level-resource-scale-down",
+        ),
+        pytest.param(
+            cpu_pod("pod1", "1"),
+            cpu_pod("pod1", "2"),
+            cpu_pod("pod1", "1"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-target-pod-some-resource-scale-down",
+        ),
+        pytest.param(
+            level_pod("pod1", cpu="1"),
+            level_pod("pod1", cpu="2"),
+            level_pod("pod1", cpu="1"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-target-pod-some-pod-level-resource-scale-down",
+        ),
+    ],
+)
+def test_is_schedulable_after_pod_change(
+    pod: PodBuilder, old: Any, new: Any, want: QueueingHint
+) -> None:
+    plugin = NodeResourcesFit.new({}, make_handle())
+    old_obj = old.build() if isinstance(old, PodBuilder) else old
+    new_obj = new.build() if isinstance(new, PodBuilder) else new
+    assert plugin.is_schedulable_after_pod_event(pod.build(), old_obj, new_obj) is want
+
+
+# ---- Test_isSchedulableAfterNodeChange ---------------------------------------------
+
+
+def cap(**resources: str) -> NodeBuilder:
+    """st.MakeNode().Capacity(...): 32 pods plus the given resources."""
+    n = make_node("node").capacity(pods=32)
+    for k, v in resources.items():
+        n.ext({"A": EXT_A, "B": EXT_B}.get(k, k), v)
+    return n
+
+
+def mem_a_pod() -> PodBuilder:
+    """newResourcePod(framework.Resource{Memory: 2, ScalarResources: {aaa: 1}})."""
+    return rp({"memory": 2, EXT_A: 1})
+
+
+@pytest.mark.parametrize(
+    ("pod", "old", "new", "want"),
+    [
+        pytest.param(
+            rp(), None, "not-a-node", QueueingHint.QUEUE, id="upstream: backoff-wrong-new-object"
+        ),
+        pytest.param(
+            rp(),
+            "not-a-node",
+            make_node("node").capacity(),
+            QueueingHint.QUEUE,
+            id="upstream: backoff-wrong-old-object",
+        ),
+        pytest.param(
+            rp({"memory": 2}),
+            None,
+            cap(memory="1"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-node-add-without-sufficient-resources",
+        ),
+        pytest.param(
+            rp({EXT_A: 1}),
+            None,
+            cap(B="1"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-node-add-without-required-resource-type",
+        ),
+        pytest.param(
+            mem_a_pod(),
+            None,
+            cap(memory="4", A="2"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-node-add-with-sufficient-resources",
+        ),
+        pytest.param(
+            mem_a_pod(),
+            cap(memory="2", A="2"),
+            cap(memory="2", A="1", B="2"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-node-unrelated-changes",
+        ),
+        pytest.param(
+            mem_a_pod(),
+            cap(memory="2", A="1"),
+            cap(memory="2", A="2"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-pod-requested-resources-increase",
+        ),
+        pytest.param(
+            mem_a_pod(),
+            cap(memory="4", A="2"),
+            cap(memory="1", A="2"),
+            QueueingHint.SKIP,
+            id="upstream: skip-queue-on-node-changes-from-suitable-to-unsuitable",
+        ),
+        pytest.param(
+            mem_a_pod(),
+            cap(memory="1", A="2"),
+            cap(memory="4", A="2"),
+            QueueingHint.QUEUE,
+            id="upstream: queue-on-node-changes-from-unsuitable-to-suitable",
+        ),
+    ],
+)
+def test_is_schedulable_after_node_change(
+    pod: PodBuilder, old: Any, new: Any, want: QueueingHint
+) -> None:
+    plugin = NodeResourcesFit.new({}, make_handle())
+    old_obj = old.build() if isinstance(old, NodeBuilder) else old
+    new_obj = new.build() if isinstance(new, NodeBuilder) else new
+    assert plugin.is_schedulable_after_node_change(pod.build(), old_obj, new_obj) is want
