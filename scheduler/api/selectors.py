@@ -25,6 +25,7 @@ is accepted too.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -161,8 +162,23 @@ def parse_label_selector(obj: object, path: str) -> LabelSelector | None:
     return LabelSelector(tuple(reqs))
 
 
+_LABEL_VALUE_RE: Final = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_MAX_LABEL_VALUE: Final = 63
+
+
+def _is_label_value(value: str) -> bool:
+    """apimachinery IsValidLabelValue."""
+    return len(value) <= _MAX_LABEL_VALUE and _LABEL_VALUE_RE.match(value) is not None
+
+
 def parse_node_selector_term(obj: object, path: str) -> NodeSelectorTerm:
-    """v1.NodeSelectorTerm. An empty term is valid and matches no node."""
+    """v1.NodeSelectorTerm. An empty term is valid and matches no node.
+
+    The API server does not validate the values of In / NotIn expressions, but
+    kube-scheduler's nodeaffinity builds each term with labels.NewRequirement,
+    which refuses a value that is not a label value; such a term then matches
+    no node (nodeSelectorTerm.match with parse errors). Such a term is read here
+    as the empty term."""
     prefix = join(path)
     term = as_map(obj, prefix.rstrip(".")) if obj is not None else {}
     exprs = tuple(
@@ -170,6 +186,11 @@ def parse_node_selector_term(obj: object, path: str) -> NodeSelectorTerm:
         for p, x in get_objs(term, "matchExpressions", prefix)
     )
     fields = tuple(_field_requirement(x, p) for p, x in get_objs(term, "matchFields", prefix))
+    if any(
+        r.op in (SelectorOp.IN, SelectorOp.NOT_IN) and not all(map(_is_label_value, r.values))
+        for r in exprs
+    ):
+        return NodeSelectorTerm()
     return NodeSelectorTerm(exprs, fields)
 
 

@@ -1,5 +1,11 @@
 """NodeAffinity: spec.nodeSelector and required node affinity filter; preferred
-node affinity scores (nodeaffinity/node_affinity.go)."""
+node affinity scores (nodeaffinity/node_affinity.go).
+
+PreFilter narrows the candidates to the node names that every term pins with
+`matchFields metadata.name In`; terms whose pins do not intersect leave no node
+("pod affinity terms conflict"). Queueing hint (isSchedulableAfterNodeChange):
+a node added or relabelled helps only if it now matches the scheduler-enforced
+affinity and the pod's required affinity, and did not match the pod's before."""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ from typing import Any, Final, Self
 import numpy as np
 
 from scheduler.api.parse import parse_node_selector, parse_preferred_terms
+from scheduler.api.selectors import labels_match_selector_map, node_selector_matches
 from scheduler.api.types import (
+    Node,
     NodeSelector,
     ParseError,
     Pod,
@@ -34,6 +42,7 @@ from scheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -42,6 +51,7 @@ from scheduler.snapshot import NodeTable
 
 ERR_REASON_POD: Final = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED: Final = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT: Final = "pod affinity terms conflict"
 _PRE_FILTER_KEY: Final = "PreFilterNodeAffinity"
 _PRE_SCORE_KEY: Final = "PreScoreNodeAffinity"
 
@@ -119,7 +129,9 @@ class NodeAffinity(
                 vals &= set(f.values)
             names |= vals
         if not names:
-            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_POD,), self.NAME)
+            return None, Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_CONFLICT,), self.NAME
+            )
         return PreFilterResult(frozenset(names)), SUCCESS
 
     def filter(
@@ -170,6 +182,30 @@ class NodeAffinity(
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                self.is_schedulable_after_node_change,
             )
         ]
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """As node_affinity.go (an object that is not a Node queues, as upstream's
+        error path)."""
+        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+            return QueueingHint.QUEUE
+        added = self.args.added_required
+        if added is not None and not node_selector_matches(added, new.labels, new.name):
+            return QueueingHint.SKIP
+        if not _required_matches(pod, new):
+            return QueueingHint.SKIP
+        if old is not None and _required_matches(pod, old):
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
+
+
+def _required_matches(pod: Pod, node: Node) -> bool:
+    """nodeaffinity.GetRequiredNodeAffinity(pod).Match(node): nodeSelector and the
+    required terms."""
+    if not labels_match_selector_map(pod.node_selector, node.labels):
+        return False
+    aff = pod.required_node_affinity
+    return aff is None or node_selector_matches(aff, node.labels, node.name)

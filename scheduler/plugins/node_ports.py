@@ -69,11 +69,9 @@ class NodePorts(NoArgs, PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def freed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            if (
-                isinstance(old, Pod)
-                and old.host_ports
-                and set(old.host_ports) & set(pod.host_ports)
-            ):
+            if not isinstance(old, Pod):
+                return QueueingHint.QUEUE  # as upstream's error path
+            if old.host_ports and set(old.host_ports) & set(pod.host_ports):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
 

@@ -9,7 +9,12 @@ reason order (pods, cpu, memory, ephemeral-storage, then the other resources by
 name); Filter compares `allocatable - requested` with each amount for every
 candidate row at once and reports every insufficient resource of a node, one
 reason each, as fitsRequest does. A resource the node table has no column for
-is one no node has (allocatable 0). `ignoredResources` and
+is one no node has (allocatable 0). As fitsRequest, a node whose allocatable
+itself is below the pod's request (not merely its free amount) can never take
+the pod, so that node's status is UNSCHEDULABLE_AND_UNRESOLVABLE (preemption
+cannot help); "Too many pods" is always UNSCHEDULABLE. Each resource other than
+pods therefore has two reason columns with the same text, one per code, and a
+node sets at most one of them. `ignoredResources` and
 `ignoredResourceGroups` skip extended resources only (never cpu, memory,
 ephemeral-storage, hugepages or the isolated-CPU resource).
 
@@ -368,7 +373,10 @@ class _FitState:
     reasons: tuple[str, ...]
     cols: tuple[int, ...]
     amounts: tuple[int, ...]
-    codes: tuple[Code, ...]
+    # FilterResult columns: for pods one (UNSCHEDULABLE); for every other resource
+    # two with the same reason, UNSCHEDULABLE then UNSCHEDULABLE_AND_UNRESOLVABLE.
+    result_reasons: tuple[str, ...]
+    result_codes: tuple[Code, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,14 +447,24 @@ class NodeResourcesFit(
         base = (PODS, CPU, MEMORY, EPHEMERAL_STORAGE)
         names = [r for r in base if r in charge]
         names += sorted(r for r in charge if r not in base)
+        reasons = tuple(insufficient(r) for r in names)
+        result_reasons: list[str] = []
+        result_codes: list[Code] = []
+        for r, reason in zip(names, reasons, strict=True):
+            result_reasons.append(reason)
+            result_codes.append(Code.UNSCHEDULABLE)
+            if r != PODS:
+                result_reasons.append(reason)
+                result_codes.append(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         state.write(
             _PRE_FILTER_KEY,
             _FitState(
                 names=tuple(names),
-                reasons=tuple(insufficient(r) for r in names),
+                reasons=reasons,
                 cols=tuple(nodes.col.get(r, -1) for r in names),
                 amounts=tuple(charge[r] for r in names),
-                codes=(Code.UNSCHEDULABLE,) * len(names),
+                result_reasons=tuple(result_reasons),
+                result_codes=tuple(result_codes),
             ),
         )
         return None, SUCCESS
@@ -456,30 +474,50 @@ class NodeResourcesFit(
     ) -> FilterResult:
         s = state.read(_PRE_FILTER_KEY, _FitState)
         n = len(rows)
-        out: BoolArray = np.empty((len(s.names), n), dtype=bool)
+        out: BoolArray = np.empty((len(s.result_reasons), n), dtype=bool)
         # Many rows: compare whole columns, then pick the rows; few rows: pick first.
         whole = 2 * n >= nodes.n_rows
         top = nodes.n_rows
-        for j, (c, amount) in enumerate(zip(s.cols, s.amounts, strict=True)):
+        j = 0
+        for name, c, amount in zip(s.names, s.cols, s.amounts, strict=True):
+            short = out[j]  # free < amount
             if c < 0:
-                out[j] = True  # no node has the resource
+                short[:] = True  # no node has the resource
             elif whole:
                 free = nodes.allocatable[:top, c] - nodes.requested[:top, c]
-                np.less(free, amount).take(rows, out=out[j], mode="clip")
+                np.less(free, amount).take(rows, out=short, mode="clip")
             else:
                 free = nodes.allocatable[rows, c] - nodes.requested[rows, c]
-                np.less(free, amount, out=out[j])
-        return FilterResult(s.reasons, out.T, s.codes)
+                np.less(free, amount, out=short)
+            if name == PODS:
+                j += 1
+                continue
+            never = out[j + 1]  # allocatable < amount: the node can never fit it
+            if c < 0:
+                never[:] = True
+            else:
+                alloc = nodes.allocatable[:top, c] if whole else nodes.allocatable[rows, c]
+                if whole:
+                    np.less(alloc, amount).take(rows, out=never, mode="clip")
+                else:
+                    np.less(alloc, amount, out=never)
+            short &= ~never
+            j += 2
+        return FilterResult(s.result_reasons, out.T, s.result_codes)
 
     def filter_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> Status:
         s = state.read(_PRE_FILTER_KEY, _FitState)
         reasons = []
-        for c, amount, reason in zip(s.cols, s.amounts, s.reasons, strict=True):
-            free = 0 if c < 0 else int(nodes.allocatable[row, c]) - int(nodes.requested[row, c])
+        code = Code.UNSCHEDULABLE
+        for name, c, amount, reason in zip(s.names, s.cols, s.amounts, s.reasons, strict=True):
+            alloc = 0 if c < 0 else int(nodes.allocatable[row, c])
+            free = 0 if c < 0 else alloc - int(nodes.requested[row, c])
             if amount > free:
                 reasons.append(reason)
+                if name != PODS and amount > alloc:
+                    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         if reasons:
-            return Status(Code.UNSCHEDULABLE, tuple(reasons), self.NAME)
+            return Status(code, tuple(reasons), self.NAME)
         return SUCCESS
 
     # ---- score ---------------------------------------------------------------------
@@ -646,8 +684,8 @@ class NodeResourcesFit(
     def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """A node added or resized helps if the pod fits it empty and (for an
         update) one of the resources the pod needs, or its pod capacity, grew."""
-        if not isinstance(new, Node):
-            return QueueingHint.SKIP
+        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+            return QueueingHint.QUEUE  # as upstream's error path
         need = self.fit_charge(pod)
         need[PODS] = 1
         if any(v > new.allocatable.get(r, 0) for r, v in need.items()):

@@ -1,13 +1,16 @@
 """NodeUnschedulable: nodes with spec.unschedulable are filtered out unless the
 pod tolerates node.kubernetes.io/unschedulable:NoSchedule
-(nodeunschedulable/node_unschedulable.go)."""
+(nodeunschedulable/node_unschedulable.go).
+
+Queueing hint (isSchedulableAfterNodeChange): a node added or updated helps only
+if it is schedulable now and was not before (a new node was not before)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
-from scheduler.api.types import Pod, Taint, TaintEffect
+from scheduler.api.types import Node, Pod, Taint, TaintEffect
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     ActionType,
@@ -19,6 +22,7 @@ from scheduler.framework.interface import (
     FilterResult,
     IntpArray,
     NoArgs,
+    QueueingHint,
 )
 from scheduler.framework.status import Code
 from scheduler.snapshot import NodeTable
@@ -45,6 +49,17 @@ class NodeUnschedulable(NoArgs, FilterPlugin, EnqueueExtensions):
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                self.is_schedulable_after_node_change,
             )
         ]
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """As node_unschedulable.go (an object that is not a Node queues, as
+        upstream's error path)."""
+        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+            return QueueingHint.QUEUE
+        was_schedulable = old is not None and not old.unschedulable
+        if not was_schedulable and not new.unschedulable:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP

@@ -35,7 +35,9 @@ class SchedulingGates(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def gates_removed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            if isinstance(new, Pod) and new.key == pod.key and not new.scheduling_gates:
+            if not isinstance(new, Pod) or not isinstance(old, Pod):
+                return QueueingHint.QUEUE  # as upstream's error path
+            if new.key == pod.key and not new.scheduling_gates:
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
 

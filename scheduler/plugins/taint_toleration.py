@@ -1,15 +1,19 @@
 """TaintToleration: filter out nodes with an untolerated NoSchedule/NoExecute
 taint; prefer nodes with fewer untolerated PreferNoSchedule taints
-(tainttoleration/taint_toleration.go)."""
+(tainttoleration/taint_toleration.go).
+
+Queueing hint (isSchedulableAfterNodeChange): a node added or whose taints
+changed helps a pod only if the pod tolerates every NoSchedule/NoExecute taint
+the node has now and did not before (a new node had none before)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from scheduler.api.types import Pod, Taint, TaintEffect, Toleration
+from scheduler.api.types import Node, Pod, Taint, TaintEffect, Toleration
 from scheduler.framework.columns import hard_taint_columns
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
@@ -25,6 +29,7 @@ from scheduler.framework.interface import (
     IntpArray,
     NoArgs,
     PreScorePlugin,
+    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -109,6 +114,21 @@ class TaintToleration(
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT)
+                ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_TAINT),
+                self.is_schedulable_after_node_change,
             )
         ]
+
+    def is_schedulable_after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """As taint_toleration.go: QUEUE when the node went from untolerated to
+        tolerated (an object that is not a Node queues, as upstream's error path)."""
+        if not isinstance(new, Node) or (old is not None and not isinstance(old, Node)):
+            return QueueingHint.QUEUE
+        was_untolerated = old is None or _has_untolerated_hard_taint(old, pod)
+        if was_untolerated and not _has_untolerated_hard_taint(new, pod):
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def _has_untolerated_hard_taint(node: Node, pod: Pod) -> bool:
+    return any(t.effect in HARD_EFFECTS and not tolerated(t, pod.tolerations) for t in node.taints)

@@ -30,6 +30,7 @@ from scheduler.framework.interface import (
     PluginArgsError,
     QueueingHint,
 )
+from scheduler.framework.status import Code
 from scheduler.plugins.node_resources_fit import (
     NodeResourcesFit,
     ShapePoint,
@@ -381,9 +382,20 @@ def test_filter_reports_rows_in_given_order() -> None:
     plugin.pre_filter(state, pod, table)
     rows = np.array([5, 3, 1], dtype=np.intp)  # few rows: the gather-first path
     res = plugin.filter(state, pod, table, rows)
-    assert res.reasons == ("Too many pods", "Insufficient cpu")
-    assert res.rejected.tolist() == [[False, False], [False, True], [False, False]]
+    # cpu has two columns: short of free cpu (Unschedulable), short of allocatable
+    # cpu (UnschedulableAndUnresolvable)
+    assert res.reasons == ("Too many pods", "Insufficient cpu", "Insufficient cpu")
+    assert res.rejected.tolist() == [
+        [False, False, False],
+        [False, True, False],
+        [False, False, False],
+    ]
     assert res.feasible.tolist() == [True, False, True]
+    big = make_pod("q").req(cpu="11m").build()
+    plugin.pre_filter(state, big, table)
+    res = plugin.filter(state, big, table, rows)
+    assert res.rejected.tolist() == [[False, False, True]] * 3
+    assert res.code_of(2) is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 # ---- isolated CPUs ------------------------------------------------------------------
