@@ -64,6 +64,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "ReplicaSet": on_workload,
         "StatefulSet": on_workload,
         "ReplicationController": on_workload,
+        "PodDisruptionBudget": scheduler.on_pdb,
     }
 
 

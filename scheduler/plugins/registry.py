@@ -17,6 +17,7 @@ from scheduler.framework.interface import PluginSpec
 from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from scheduler.plugins.coscheduling import Coscheduling
 from scheduler.plugins.default_binder import DefaultBinder
+from scheduler.plugins.default_preemption import DefaultPreemption
 from scheduler.plugins.image_locality import ImageLocality
 from scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.node_affinity import NodeAffinity
@@ -44,6 +45,7 @@ IN_TREE: Final[Registry] = {
         NodeResourcesFit,
         PodTopologySpread,
         InterPodAffinity,
+        DefaultPreemption,
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
@@ -63,6 +65,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("NodeResourcesFit", weight=1),
     PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("InterPodAffinity", weight=2),
+    PluginSpec("DefaultPreemption"),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
     PluginSpec("DefaultBinder"),
