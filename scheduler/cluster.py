@@ -76,6 +76,18 @@ class ClusterClient(Protocol):
     ) -> Mapping[str, Any]:
         """Merge-patch a PersistentVolumeClaim (`key` is ns/name; the
         selected-node annotation), as `patch_persistent_volume`."""
+
+    async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
+        """Set status.nominatedNodeName, or clear it (None)."""
+        ...
+
+    async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
+        """Add the DisruptionTarget condition (status True) to a pod about to be deleted."""
+        ...
+
+    async def delete_pod(self, pod: PodKey, uid: str, grace_period_seconds: int | None) -> None:
+        """Delete the pod (precondition: its uid) with that grace period (None: the
+        pod's own). Raises NotFound if it is gone."""
         ...
 
 
@@ -110,6 +122,10 @@ class InMemoryCluster:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_volume_write: Callable[[str, dict[str, Any]], None] | None = None
     volume_writes: int = 0
+    # Called after a delete with the pod's key and the grace period in effect; the
+    # pod keeps its deletionTimestamp until the caller removes it (as a kubelet would).
+    on_pod_deleted: Callable[[PodKey, int], None] | None = None
+    deletions: list[tuple[PodKey, int]] = field(default_factory=list)
     binds: int = 0
     status_patches: int = 0
     condition_writes: int = 0
@@ -178,6 +194,38 @@ class InMemoryCluster:
         if self.on_volume_write is not None:
             self.on_volume_write(kind, new)
         return new
+
+    async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        status = obj.setdefault("status", {})
+        if node:
+            status["nominatedNodeName"] = node
+        else:
+            status.pop("nominatedNodeName", None)
+
+    async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        conds = obj.setdefault("status", {}).setdefault("conditions", [])
+        conds[:] = [c for c in conds if c.get("type") != "DisruptionTarget"]
+        conds.append(
+            {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message}
+        )
+
+    async def delete_pod(self, pod: PodKey, uid: str, grace_period_seconds: int | None) -> None:
+        obj = self.pods.get(pod)
+        if obj is None or (uid and obj.get("metadata", {}).get("uid", uid) != uid):
+            raise NotFound(pod)
+        grace = grace_period_seconds
+        if grace is None:
+            grace = int(obj.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+        obj.setdefault("metadata", {}).setdefault("deletionTimestamp", "1970-01-01T00:00:00Z")
+        self.deletions.append((pod, grace))
+        if self.on_pod_deleted is not None:
+            self.on_pod_deleted(pod, grace)
 
 
 def merge_patch(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from scheduler.api.parse import (
     parse_node,
+    parse_pdb,
     parse_pod,
     parse_pod_group,
     parse_priority_class,
@@ -95,6 +96,17 @@ class EventHandlers(SchedulerState):
             return
         self.cache.set_workload(w.kind, w.namespace, w.name, None if deleted else w)
 
+    def on_pdb(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A policy/v1 PodDisruptionBudget (preemption respects them, best effort)."""
+        pdb = parse_pdb(obj)
+        if isinstance(pdb, InvalidObject):
+            self._report_invalid(pdb)
+            return
+        if deleted:
+            self.handle.pdbs.pop(pdb.key, None)
+        else:
+            self.handle.pdbs[pdb.key] = pdb
+
     def on_namespace(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         md = obj.get("metadata")
         if not isinstance(md, Mapping) or not isinstance(md.get("name"), str):
@@ -176,6 +188,7 @@ class EventHandlers(SchedulerState):
             return
         old = self.queue.get(key)
         self.cache.track_pending(pod)
+        self._track_nomination(pod)
         if pod.deleting:
             self.queue.delete(key)
             return
@@ -196,6 +209,17 @@ class EventHandlers(SchedulerState):
                 return
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
         self._notify()
+
+    def _track_nomination(self, pod: Pod) -> None:
+        """A pending pod's status.nominatedNodeName into the nominator; an update
+        without one keeps the nomination we hold (our write may not be back yet),
+        as kube-scheduler's nominator does."""
+        status = as_mapping(pod.raw.get("status"))
+        node = status.get("nominatedNodeName")
+        if isinstance(node, str) and node:
+            self.handle.nominator.add(pod, node)
+        else:
+            self.handle.nominator.update(pod)
 
     def _known_elsewhere(self, pod: Pod) -> bool:
         """Whether a pending pod's event is stale: the cache holds the pod bound.
@@ -222,6 +246,7 @@ class EventHandlers(SchedulerState):
     def _on_assigned_pod(self, pod: Pod) -> None:
         key = pod.key
         self._gate_reported.pop(key, None)
+        self.handle.nominator.delete(key)
         if key in self.queue:
             self.queue.delete(key)
         self.cache.untrack_pending(key)
@@ -241,6 +266,7 @@ class EventHandlers(SchedulerState):
     def _on_pod_deleted(self, pod: Pod) -> None:
         key = pod.key
         self._gate_reported.pop(key, None)
+        self.handle.nominator.delete(key)
         self.queue.delete(key)
         self.cache.untrack_pending(key)
         wp = self.waiting_pods.get(key)

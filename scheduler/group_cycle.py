@@ -10,11 +10,13 @@ import time
 from typing import Any
 
 from scheduler.api.types import (
+    PREEMPT_NEVER,
     GroupKey,
     NodeName,
     Pod,
     PodKey,
 )
+from scheduler.events import ObjectRef
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import (
     QueuedPodInfo,
@@ -22,9 +24,10 @@ from scheduler.framework.interface import (
 from scheduler.framework.runtime import Profile
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.coscheduling.core import placed_members
+from scheduler.plugins.default_preemption import Candidate, DefaultPreemption, pick_one
 from scheduler.schedule_one import FitError, ScheduleResult
 from scheduler.snapshot import pod_charge
-from scheduler.state import SchedulerState
+from scheduler.state import SchedulerState, object_ref
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,7 @@ class GroupCycle(SchedulerState):
                 self.clock.now() - t0,
             )
             return
+        self._preempt_for_group(profile, group, members, min_member, placed_before)
         self.group_failures += 1
         self.metrics.podgroup_attempts.labels("unschedulable").inc()
         why = failures[0][1].message if failures else "not enough member pods are pending"
@@ -133,3 +137,97 @@ class GroupCycle(SchedulerState):
             )
             outcome = "error" if qpi.pod.key in errors else "unschedulable"
             self._count_attempt(profile, outcome, seconds[qpi.pod.key])
+
+    def _preempt_for_group(
+        self,
+        profile: Profile,
+        group: GroupKey,
+        members: list[QueuedPodInfo],
+        min_member: int,
+        placed_before: int,
+    ) -> bool:
+        """A gang that cannot be placed preempts as one unit: member by member on
+        the snapshot, each member's victims (DefaultPreemption's dry run, a victim
+        in a lower gang taken with its whole gang) uncharged before the next
+        member is searched. Only if minMember then fit together is anything
+        evicted; the members are nominated to their nodes. A gang whose victims
+        are still terminating waits for them instead of preempting again."""
+        plugin = profile.plugin(DefaultPreemption.NAME)
+        if not isinstance(plugin, DefaultPreemption):
+            return False
+        if any(q.pod.preemption_policy == PREEMPT_NEVER for q in members):
+            return False
+        waiting = self._gang_victims.get(group, ())
+        if any(self.cache.pod(k) is not None for k in waiting):
+            return False
+        snap = self.snapshot
+        gang = str(group)
+        removed: list[tuple[int, Pod, Any]] = []
+        charged: list[tuple[int, Pod, Any]] = []
+        chosen: list[tuple[QueuedPodInfo, NodeName, Candidate | None]] = []
+        try:
+            for qpi in members:
+                if placed_before + len(chosen) >= min_member:
+                    break
+                state = CycleState()
+                result = self._schedule_pod(profile, state, qpi.pod, post_filter=False)
+                cand: Candidate | None = None
+                if isinstance(result, ScheduleResult):
+                    node = result.node
+                elif isinstance(result, FitError):
+                    rows = snap.valid_rows()
+                    want = len(rows)
+                    found, _ = plugin.find_candidates(
+                        state, qpi.pod, snap, profile, rows, 0, want, whole_gangs=True
+                    )
+                    best = pick_one(found)
+                    if best is None:
+                        return False
+                    best.victims = plugin.expand_gangs(best.victims)
+                    for v in best.victims:
+                        vrow = snap.row_of.get(self.cache.pod_node(v.key) or "")
+                        if vrow is not None and v.key in snap.pods[vrow]:
+                            ch = pod_charge(v, self.isolated)
+                            snap.charge(vrow, v, ch, -1)
+                            removed.append((vrow, v, ch))
+                    node, cand = best.node, best
+                else:
+                    return False
+                row = snap.row_of[node]
+                ch = pod_charge(qpi.pod, self.isolated)
+                snap.charge(row, qpi.pod, ch, +1)
+                charged.append((row, qpi.pod, ch))
+                chosen.append((qpi, node, cand))
+            if placed_before + len(chosen) < min_member:
+                return False
+        finally:
+            for row, pod, ch in reversed(charged):
+                snap.charge(row, pod, ch, -1)
+            for row, pod, ch in reversed(removed):
+                snap.charge(row, pod, ch, +1)
+        victims: set[PodKey] = set()
+        groups: set[GroupKey] = set()
+        for qpi, node, cand in chosen:
+            if cand is not None and cand.victims:
+                plugin.prepare(qpi.pod, cand, gang)
+                victims |= {v.key for v in cand.victims}
+                groups |= {v.group_key for v in cand.victims if v.group_key is not None}
+            self._nominate(qpi.pod, node)
+        if not victims:
+            return False
+        self._gang_victims[group] = victims
+        for g in groups:
+            pg = self.cache.pod_group(g)
+            if pg is not None:
+                ref = object_ref(pg.raw, "PodGroup", pg.namespace, pg.name)
+                self._spawn(self._record_group_preempted(ref, gang))
+        log.info("gang %s preempted %d pods: %s", gang, len(victims), sorted(victims))
+        return True
+
+    async def _record_group_preempted(self, ref: ObjectRef, gang: str) -> None:
+        try:
+            await self.client.record_event(
+                ref, "Normal", "Preempted", f"Preempted by gang {gang}", "Preempting"
+            )
+        except Exception as e:
+            log.warning("could not record the Preempted event of %s: %s", ref.name, e)

@@ -496,6 +496,68 @@ class KubeClient:
         obj = json.loads(resp.data or b"{}")
         return obj if isinstance(obj, dict) else {}
 
+    async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
+        ns, name = _split(pod)
+        try:
+            await self._write(
+                f"nominated node of {pod}",
+                lambda t: self.core.patch_namespaced_pod_status(
+                    name,
+                    ns,
+                    {"status": {"nominatedNodeName": node or None}},
+                    _preload_content=False,
+                    _request_timeout=t,
+                ),
+            )
+        except k8s.ApiException as e:
+            if e.status != 404:
+                raise _api_error(e) from None
+
+    async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
+        ns, name = _split(pod)
+        cond = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": _now_rfc3339(),
+        }
+        try:
+            await self._write(
+                f"DisruptionTarget of {pod}",
+                lambda t: self.core.patch_namespaced_pod_status(
+                    name,
+                    ns,
+                    {"status": {"conditions": [cond]}},
+                    _preload_content=False,
+                    _request_timeout=t,
+                ),
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                raise NotFound(pod) from None
+            raise _api_error(e) from None
+
+    async def delete_pod(self, pod: PodKey, uid: str, grace_period_seconds: int | None) -> None:
+        ns, name = _split(pod)
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        try:
+            await self._write(
+                f"delete pod {pod}",
+                lambda t: self.core.delete_namespaced_pod(
+                    name, ns, body=_any(body), _preload_content=False, _request_timeout=t
+                ),
+            )
+        except k8s.ApiException as e:
+            # 409: the uid precondition failed, the victim is gone (re-created since).
+            if e.status in (404, 409):
+                raise NotFound(pod) from None
+            raise _api_error(e) from None
+
     def lease(
         self,
         namespace: str,
@@ -647,11 +709,13 @@ WATCHED: Final = {
     "CSINode": ("storage.k8s.io", "v1", "csinodes"),
     "CSIDriver": ("storage.k8s.io", "v1", "csidrivers"),
     "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities"),
+    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets"),
 }
 
 
 def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]:
     core, apps, storage = kube.core, k8s.AppsV1Api(kube.api), k8s.StorageV1Api(kube.api)
+    core, apps, policy = kube.core, k8s.AppsV1Api(kube.api), k8s.PolicyV1Api(kube.api)
     if kind == "PodGroup":
         return lambda t: kube.custom.list_cluster_custom_object(
             POD_GROUP_GROUP,
@@ -675,6 +739,7 @@ def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]
         "CSINode": storage.list_csi_node,
         "CSIDriver": storage.list_csi_driver,
         "CSIStorageCapacity": storage.list_csi_storage_capacity_for_all_namespaces,
+        "PodDisruptionBudget": policy.list_pod_disruption_budget_for_all_namespaces,
     }
     fn = fns[kind]
     return lambda t: fn(_preload_content=False, _request_timeout=LIST_TIMEOUT)

@@ -85,6 +85,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "StatefulSet": on_workload,
         "ReplicationController": on_workload,
         **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
+        "PodDisruptionBudget": scheduler.on_pdb,
     }
 
 

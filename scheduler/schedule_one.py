@@ -8,8 +8,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -29,6 +29,7 @@ from scheduler.framework.interface import (
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
+from scheduler.snapshot import pod_charge
 from scheduler.state import SchedulerState, pod_ref, pod_scheduled_condition
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class FitError:
     unschedulable_plugins: frozenset[str]
     pending_plugins: frozenset[str]
     code: Code = Code.UNSCHEDULABLE
+    # PostFilter's nomination: a node (preemption made room there), "" (clear the
+    # pod's nomination), or None (leave it as it is).
+    nominated_node: str | None = None
 
 
 class PodCycle(SchedulerState):
@@ -168,6 +172,8 @@ class PodCycle(SchedulerState):
 
     def _fail(self, profile: Profile, qpi: QueuedPodInfo, result: FitError | Status) -> None:
         self._failed += 1
+        if isinstance(result, FitError) and result.nominated_node is not None:
+            self._nominate(qpi.pod, result.nominated_node)
         if isinstance(result, FitError):
             self._handle_failure(
                 profile,
@@ -187,6 +193,56 @@ class PodCycle(SchedulerState):
                 frozenset(),
             )
 
+    def _nominate(self, pod: Pod, node: str) -> None:
+        """Record (or, with "", clear) the pod's nominated node, here and in its status."""
+        nominator = self.handle.nominator
+        if node:
+            if nominator.node_of(pod.key) == node:
+                return
+            nominator.add(pod, node)
+        else:
+            status = pod.raw.get("status")
+            had = isinstance(status, Mapping) and bool(status.get("nominatedNodeName"))
+            if nominator.delete(pod.key) is None and not had:
+                return
+        self._spawn(self._write_nomination(pod, node or None))
+
+    async def _write_nomination(self, pod: Pod, node: str | None) -> None:
+        try:
+            await self.client.set_nominated_node(pod.key, node)
+        except Exception as e:
+            log.warning("could not set the nominated node of %s: %s", pod.key, e)
+
+    @contextlib.contextmanager
+    def _nominated_charged(self, pod: Pod) -> Iterator[None]:
+        """Charge the pods nominated with equal or higher priority where they are
+        nominated, for the length of a Filter pass (kube-scheduler's
+        addGENominatedPods). Its second pass, without them, is what PreFilter
+        state already sees here: PreFilter ran before they were charged."""
+        nominator = self.handle.nominator
+        if not len(nominator):
+            yield
+            return
+        snap = self.snapshot
+        charged = []
+        try:
+            for node in list(nominator.nodes()):
+                row = snap.row_of.get(node)
+                if row is None:
+                    continue
+                for p in nominator.pods_on(node):
+                    if p.key == pod.key or p.priority < pod.priority or p.key in snap.pods[row]:
+                        continue
+                    if self.cache.pod(p.key) is not None:
+                        continue
+                    ch = pod_charge(p, self.isolated)
+                    snap.charge(row, p, ch, +1)
+                    charged.append((row, p, ch))
+            yield
+        finally:
+            for row, p, ch in reversed(charged):
+                snap.charge(row, p, ch, -1)
+
     def _commit(
         self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
     ) -> bool:
@@ -199,6 +255,7 @@ class PodCycle(SchedulerState):
             log.info("not assuming pod %s: the cache holds it already", pod.key)
             self.queue.done(pod.key)
             return False
+        self.handle.nominator.delete(pod.key)
         try:
             st = profile.run_reserve(state, pod, node)
             if st.is_success:
@@ -233,7 +290,7 @@ class PodCycle(SchedulerState):
             fe = FitError(msg, frozenset({st.plugin}), pending, st.code)
             if not post_filter:
                 return fe
-            return self._post_filter(profile, state, pod, n_all, {}, fe)
+            return self._post_filter(profile, state, pod, n_all, {}, fe, absent=st)
         all_rows = snap.valid_rows()
         absent = 0
         absent_reason = ""
@@ -258,7 +315,11 @@ class PodCycle(SchedulerState):
                 percentage = self.config.percentage_of_nodes_to_score
             to_find = num_feasible_nodes_to_find(percentage, len(rows))
         start = self.next_start_node_index % len(rows) if len(rows) else 0
-        feasible, processed, outcomes = self._find_feasible(profile, state, pod, rows, to_find)
+        nominated = self._nominated_node_fits(profile, state, pod, rows)
+        if nominated is not None:
+            return ScheduleResult(nominated, 1, 1)
+        with self._nominated_charged(pod):
+            feasible, processed, outcomes = self._find_feasible(profile, state, pod, rows, to_find)
         if isinstance(feasible, Status):
             return feasible
         if len(rows):
@@ -336,6 +397,21 @@ class PodCycle(SchedulerState):
                 return scores
         return scores, scored
 
+    def _nominated_node_fits(
+        self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray
+    ) -> NodeName | None:
+        """The pod's nominated node, if it passes Filter: tried first, and taken
+        without scoring (kube-scheduler's evaluateNominatedNode)."""
+        node = self.handle.nominator.node_of(pod.key)
+        row = self.snapshot.row_of.get(node) if node else None
+        if node is None or row is None or row not in rows:
+            return None
+        with self._nominated_charged(pod):
+            out = profile.run_filters(state, pod, self.snapshot, np.array([row], dtype=np.intp))
+        if isinstance(out, Status) or not out.feasible[0]:
+            return None
+        return node
+
     def _find_feasible(
         self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray, to_find: int
     ) -> tuple[IntpArray | Status, int, list[FilterOutcome]]:
@@ -383,21 +459,26 @@ class PodCycle(SchedulerState):
         counts: Mapping[str, int],
         fe: FitError,
         outcomes: Iterable[FilterOutcome] = (),
+        absent: Status | None = None,
     ) -> FitError:
         if not profile.post_filter:
             return fe
         statuses: dict[str, Status] = {}
         for o in outcomes:
             statuses.update(o.node_statuses(self.snapshot))
-        _, st = profile.run_post_filter(state, pod, NodeToStatus(statuses, n_all))
+        with self._nominated_charged(pod):
+            nominated, st = profile.run_post_filter(
+                state, pod, NodeToStatus(statuses, n_all, absent)
+            )
         if st.is_success or not st.message:
-            return fe
+            return replace(fe, nominated_node=nominated)
         pending = fe.pending_plugins | ({st.plugin} if st.code is Code.PENDING else set())
         return FitError(
             fe.message + f" {st.message}.",
             fe.unschedulable_plugins | {st.plugin},
             frozenset(pending),
             fe.code,
+            nominated,
         )
 
     def _handle_failure(

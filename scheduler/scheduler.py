@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.api.types import (
+    GroupKey,
     InvalidObject,
     Pod,
     PodKey,
@@ -133,6 +134,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             )
             for p in config.profiles
         }
+        self.handle.profile_of = self.profiles.get
         first = next(iter(self.profiles.values()))
         hints: dict[str, Any] = {}
         for prof in self.profiles.values():
@@ -170,6 +172,8 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
         self._cycle_pods: list[QueuedPodInfo] = []
         self.group_attempts = 0
         self.group_failures = 0
+        # Victims of each gang's last preemption: it waits for them to go.
+        self._gang_victims: dict[GroupKey, set[PodKey]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wakeup: asyncio.Event | None = None
         # Writes to the cluster outside the scheduling and binding cycles (reports

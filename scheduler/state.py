@@ -83,6 +83,7 @@ class SchedulerState:
     _cycle_pods: list[QueuedPodInfo]
     group_attempts: int
     group_failures: int
+    _gang_victims: dict[GroupKey, set[PodKey]]
     _tasks: set[asyncio.Task[None]]
     _wakeup: asyncio.Event | None
     writes_enabled: bool
@@ -169,6 +170,7 @@ class SchedulerState:
             self, profile: Profile, state: CycleState, pod: Pod, post_filter: bool = True
         ) -> ScheduleResult | FitError | Status: ...
         def _pre_enqueue(self, pod: Pod) -> Status: ...
+        def _nominate(self, pod: Pod, node: str) -> None: ...
         def _refresh_gauges(self) -> None: ...
 
 

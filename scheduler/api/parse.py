@@ -71,6 +71,7 @@ from scheduler.api.types import (
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
     MILLI_RESOURCES,
+    PREEMPT_LOWER_PRIORITY,
     WORKLOAD_KINDS,
     ContainerImage,
     HostPort,
@@ -82,6 +83,7 @@ from scheduler.api.types import (
     Pod,
     PodAffinity,
     PodAffinityTerm,
+    PodDisruptionBudget,
     PodGroup,
     PriorityClass,
     TopologySpreadConstraint,
@@ -520,7 +522,16 @@ def _parse_pod(
             for p, o in get_objs(md, "ownerReferences", "metadata.")
         ),
         raw=obj,
+        preemption_policy=_preemption_policy(spec, classes),
     )
+
+
+def _preemption_policy(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> str:
+    policy = get_str(spec, "preemptionPolicy", "spec.")
+    if policy:
+        return policy
+    pc = classes.get(get_str(spec, "priorityClassName", "spec."))
+    return pc.preemption_policy if pc is not None else PREEMPT_LOWER_PRIORITY
 
 
 # ---- nodes, groups, classes, workloads ---------------------------------------------------
@@ -593,7 +604,12 @@ def _parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
     v = get_int(obj, "value", "")
     if v is None:
         raise required("value")
-    return PriorityClass(name, v, get_bool(obj, "globalDefault", ""))
+    return PriorityClass(
+        name,
+        v,
+        get_bool(obj, "globalDefault", ""),
+        get_str(obj, "preemptionPolicy", "") or PREEMPT_LOWER_PRIORITY,
+    )
 
 
 def _parse_workload(obj: Mapping[str, Any]) -> Workload:
@@ -609,6 +625,19 @@ def _parse_workload(obj: Mapping[str, Any]) -> Workload:
     else:
         selector = parse_label_selector(spec.get("selector"), "spec.selector.")
     return Workload(str(kind), ns, name, selector)
+
+
+def _parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudget:
+    _, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    status = get_map(obj, "status", "")
+    return PodDisruptionBudget(
+        ns,
+        name,
+        parse_label_selector(spec.get("selector"), "spec.selector."),
+        get_int(status, "disruptionsAllowed", "status.") or 0,
+        frozenset(get_map(status, "disruptedPods", "status.")),
+    )
 
 
 # ---- the edge: metadata, guards, entry points ----------------------------------------------
@@ -674,6 +703,11 @@ def parse_pod_group(
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass | InvalidObject:
     return _guarded("PriorityClass", obj, False, _parse_priority_class)
+
+
+def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudget | InvalidObject:
+    """A policy/v1 PodDisruptionBudget (preemption reads it, best effort)."""
+    return _guarded("PodDisruptionBudget", obj, True, _parse_pdb)
 
 
 def parse_workload(obj: Mapping[str, Any]) -> Workload | InvalidObject:

@@ -249,6 +249,9 @@ class TopologySpreadConstraint:
 
 # --- pods, nodes, groups -----------------------------------------------------
 
+PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
+PREEMPT_NEVER: Final = "Never"
+
 
 @dataclass(frozen=True, slots=True)
 class HostPort:
@@ -294,6 +297,8 @@ class Pod:
     scheduling_gates: tuple[str, ...]
     owner_references: tuple[tuple[str, str], ...]  # (kind, name)
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+    # Effective: spec.preemptionPolicy, else the PriorityClass's (as admission sets it).
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
 
     @property
     def key(self) -> PodKey:
@@ -358,6 +363,33 @@ class PriorityClass:
     name: str
     value: int
     global_default: bool
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget, reduced to what preemption reads (as
+    kube-scheduler's filterPodsWithPDBViolation): an absent or empty selector
+    selects no pod."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str]  # pod names the API server already counted
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def matches(self, pod: Pod) -> bool:
+        return (
+            pod.namespace == self.namespace
+            and bool(pod.labels)
+            and self.selector is not None
+            and bool(self.selector.requirements)
+            and self.selector.matches(pod.labels)
+        )
 
 
 WORKLOAD_KINDS: Final = ("Service", "ReplicaSet", "StatefulSet", "ReplicationController")

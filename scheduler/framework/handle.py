@@ -14,15 +14,24 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from scheduler.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
+from scheduler.api.types import (
+    GroupKey,
+    LabelSelector,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    PodKey,
+)
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
+from scheduler.framework.nominator import Nominator
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.snapshot import IsolatedCPU
 from scheduler.volumes import VolumeStore
 
 if TYPE_CHECKING:
     from scheduler.framework.interface import ClusterEvent
+    from scheduler.framework.runtime import Profile
     from scheduler.snapshot import NodeTable
 
 # Called with (event, old object or None, new object or None) for every cluster
@@ -57,6 +66,10 @@ def _no_snapshot() -> NodeTable:
     raise RuntimeError("no snapshot before the first scheduling cycle")
 
 
+def _no_profile(scheduler_name: str) -> Profile | None:
+    return None
+
+
 @dataclass
 class Handle:
     clock: Clock
@@ -72,6 +85,13 @@ class Handle:
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
     # Plugins append watchers in `new()`; see EventWatcher.
     watchers: list[EventWatcher] = field(default_factory=list)
+    # Nominated pods (preemptors waiting for the room they freed).
+    nominator: Nominator = field(default_factory=Nominator)
+    # PodDisruptionBudgets by ns/name (policy/v1, kept by the event handlers).
+    pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    # The profile of a scheduler name: its PreFilter and Filter plugins are what
+    # preemption's dry runs run (kube-scheduler's framework.Handle does the same).
+    profile_of: Callable[[str], Profile | None] = _no_profile
     # Run a coroutine as a task the scheduler owns (awaited on shutdown).
     spawn: Callable[[Coroutine[Any, Any, None]], None] = lambda coro: coro.close()
 

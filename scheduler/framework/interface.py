@@ -121,6 +121,9 @@ class NodeToStatus:
 
     statuses: Mapping[str, Status]  # node name -> Status with its reasons
     num_all_nodes: int
+    # The status of the nodes not in `statuses`: None is UnschedulableAndUnresolvable
+    # (excluded by a PreFilterResult); a PreFilter rejection gives its own.
+    absent: Status | None = None
 
 
 # ---- cluster events and queueing hints -----------------------------------------

@@ -17,6 +17,7 @@ from scheduler.framework.interface import PluginSpec
 from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from scheduler.plugins.coscheduling import Coscheduling
 from scheduler.plugins.default_binder import DefaultBinder
+from scheduler.plugins.default_preemption import DefaultPreemption
 from scheduler.plugins.image_locality import ImageLocality
 from scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.node_affinity import NodeAffinity
@@ -52,6 +53,7 @@ IN_TREE: Final[Registry] = {
         VolumeZone,
         PodTopologySpread,
         InterPodAffinity,
+        DefaultPreemption,
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
@@ -75,6 +77,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("VolumeZone"),
     PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("InterPodAffinity", weight=2),
+    PluginSpec("DefaultPreemption"),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
     PluginSpec("DefaultBinder"),

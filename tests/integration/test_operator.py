@@ -115,7 +115,10 @@ def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
         )
         cond = api.get("pods", "default", "huge")["status"]["conditions"][0]  # type: ignore[index]
         assert cond["type"] == "PodScheduled" and cond["reason"] == "Unschedulable"
-        assert cond["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+        assert cond["message"] == (
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+            "3 No preemption victims found for incoming pod.."
+        )
         ev = until(lambda: events_of(api, "huge"), what="FailedScheduling event")[0]
         assert ev["reason"] == "FailedScheduling" and ev["type"] == "Warning"
         assert ev["involvedObject"]["uid"] == huge["metadata"]["uid"]

@@ -209,7 +209,7 @@ def test_in_tree_defaults() -> None:
             "PodTopologySpread",
             "InterPodAffinity",
         ],
-        "postFilter": ["Coscheduling"],
+        "postFilter": ["Coscheduling", "DefaultPreemption"],
         "preScore": [
             "TaintToleration",
             "NodeAffinity",
@@ -401,7 +401,7 @@ def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
     got = layout(c)
     assert got["queueSort"] == ["PrioritySort"]
     assert got["preEnqueue"] == ["SchedulingGates"]
-    assert "permit" not in got and "postFilter" not in got
+    assert "permit" not in got and got["postFilter"] == ["DefaultPreemption"]
 
 
 # ---- profiles and plugin args ------------------------------------------------------------
@@ -1065,7 +1065,7 @@ FILE_ERRORS: Final = [
     ),
     (
         "bad-kube-plugin.yaml",
-        'profiles[0].plugins.postFilter.enabled[0].name: plugin "DefaultPreemption" is a '
+        'profiles[0].plugins.filter.enabled[0].name: plugin "DynamicResources" is a '
         "kube-scheduler plugin that Troupe does not have",
     ),
     (

@@ -205,7 +205,11 @@ def test_failed_scheduling_is_reported_as_kube_scheduler_does() -> None:
         key = add_pod(s, cluster, "big", cpu="64")
         s.schedule_one()
         await s.settle()
-        msg = "0/1 nodes are available: 1 Insufficient cpu."
+        # More cpu than the node has at all: UnschedulableAndUnresolvable, which
+        # preemption cannot help (kube-scheduler's wording, double period included).
+        msg = "0/1 nodes are available: 1 Insufficient cpu." + (
+            " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.."
+        )
         assert [(e.type, e.reason, e.message) for e in cluster.events] == [
             ("Warning", "FailedScheduling", msg)
         ]

@@ -18,6 +18,9 @@ from scheduler.simulate import InputError, format_table, load_objects, simulate
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sim"
 
 
+NV1 = " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+
+
 def run(name: str) -> dict[str, Any]:
     result = simulate(load_objects([str(FIXTURES / name)]), default_config(IN_TREE))
     return result.to_json_obj()
@@ -29,7 +32,8 @@ def test_resources() -> None:
     assert {pods["default/big-1"]["node"], pods["default/big-2"]["node"]} == {"small-a", "small-b"}
     assert pods["default/too-big"] == {
         "node": None,
-        "reason": "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory.",
+        "reason": "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
+        " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling..",
     }
     assert pods["default/other-scheduler"]["node"] is None
     assert "default-scheduler" in pods["default/other-scheduler"]["reason"]
@@ -42,7 +46,8 @@ def test_taints_diagnostics_in_kube_scheduler_words() -> None:
     assert pods["default/plain"] == {
         "node": None,
         "reason": "0/5 nodes are available: 2 node(s) had untolerated taint {dedicated: gpu}, "
-        "3 Insufficient cpu.",
+        "3 Insufficient cpu. preemption: 0/5 nodes are available: 5 Preemption is not helpful "
+        "for scheduling..",
     }
     assert pods["default/tolerant"]["node"] in ("gpu-1", "gpu-2")
 
@@ -54,7 +59,8 @@ def test_affinity() -> None:
     assert pods["default/prefers-zone-a-prod"]["node"] == "prod-1"
     assert pods["default/wants-staging"] == {
         "node": None,
-        "reason": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+        "reason": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling..",
     }
 
 
@@ -65,7 +71,7 @@ def test_host_ports() -> None:
     assert pods["default/web-2"] == {
         "node": None,
         "reason": "0/1 nodes are available: 1 node(s) didn't have free ports for the requested "
-        "pod ports.",
+        "pod ports." + NV1,
     }
 
 
@@ -74,7 +80,7 @@ def test_priority_order() -> None:
     assert pods["default/important"]["node"] == "one-cpu"
     assert pods["default/low"] == {
         "node": None,
-        "reason": "0/1 nodes are available: 1 Insufficient cpu.",
+        "reason": "0/1 nodes are available: 1 Insufficient cpu." + NV1,
     }
 
 
@@ -93,7 +99,7 @@ def test_isolated_cpus() -> None:
     assert pods["default/ordinary-4"]["node"] == "iso-node"
     assert pods["default/isolated-1"] == {
         "node": None,
-        "reason": "0/1 nodes are available: 1 Insufficient troupe.dev/isolated-cpu.",
+        "reason": "0/1 nodes are available: 1 Insufficient troupe.dev/isolated-cpu." + NV1,
     }
     use = out["nodes"]["iso-node"]
     assert use["cpu"] == {"requested": 4, "allocatable": 4}

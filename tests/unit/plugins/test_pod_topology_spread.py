@@ -153,7 +153,9 @@ def test_tainted_zone_end_to_end() -> None:
     assert tainted_cluster(spread(ZONE)) == {
         "node": None,
         "reason": "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra},"
-        " 3 node(s) didn't match pod topology spread constraints.",
+        " 3 node(s) didn't match pod topology spread constraints. preemption: 0/4 nodes are"
+        " available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found"
+        " for incoming pod..",
     }
     assert tainted_cluster(spread(ZONE, nodeTaintsPolicy="Honor"))["node"] == "n3"
     assert tainted_cluster(spread(ZONE, when="ScheduleAnyway"))["node"] == "n3"
