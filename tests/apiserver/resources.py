@@ -124,6 +124,7 @@ BUILTIN: Final[tuple[Resource, ...]] = (
     _r("apps/v1", "replicasets", "ReplicaSet", True, ["rs"], ["status"], ["all"]),
     _r("apps/v1", "statefulsets", "StatefulSet", True, ["sts"], ["status"], ["all"]),
     _r("apps/v1", "deployments", "Deployment", True, ["deploy"], ["status"], ["all"]),
+    _r("policy/v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ["pdb"], ["status"]),
     _r("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", False, ["pc"]),
     _r("coordination.k8s.io/v1", "leases", "Lease", True),
     _r("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False),
