@@ -37,13 +37,16 @@ from scheduler.api.parse import (
     parse_workload,
 )
 from scheduler.api.types import (
+    NATIVE_POD_GROUP_API,
     GroupKey,
     InvalidObject,
     Node,
     NodeName,
     Pod,
+    PodGroup,
     PodKey,
     PriorityClass,
+    pod_group_key,
 )
 from scheduler.cache import Cache, PodAlreadyInCache
 from scheduler.clock import Clock
@@ -64,7 +67,8 @@ from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT, Metrics
-from scheduler.plugins.coscheduling.core import placed_members
+from scheduler.plugins.coscheduling.core import min_field, placed_members
+from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.plugins.registry import IN_TREE
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.queue import FifoFallback, SchedulingQueue, pod_updated
@@ -170,6 +174,7 @@ class Scheduler:
             snapshot=lambda: self.snapshot,
             activate=self._activate,
             spawn=self._spawn,
+            failure=self._failure_of,
         )
         self.profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(
@@ -206,6 +211,8 @@ class Scheduler:
         self.priority_classes: dict[str, PriorityClass] = {}
         self.invalid: dict[str, InvalidObject] = {}
         self.last_failure: dict[PodKey, str] = {}
+        # The code of each pod's last failed attempt (ERROR or a rejection).
+        self._failure_codes: dict[PodKey, Code] = {}
         # The PreEnqueue rejection last written on each gated pod (see _report_gate).
         self._gate_reported: dict[PodKey, str] = {}
         self.next_start_node_index = 0
@@ -257,6 +264,7 @@ class Scheduler:
         if self._gate_reported.get(key) == message:
             return
         self.last_failure[key] = message
+        self._failure_codes[key] = st.code
         if not self.writes_enabled:
             self._held_gates[key] = (pod, message)
             return
@@ -266,6 +274,13 @@ class Scheduler:
             return
         self._spawn(self._report_failure(_pod_ref(pod), message, _condition_of(pod.raw)))
         self._gate_reported[key] = message
+
+    def _failure_of(self, key: PodKey) -> tuple[str, Code] | None:
+        """The message and code of the pod's last failed attempt (Handle.failure)."""
+        message = self.last_failure.get(key)
+        if message is None:
+            return None
+        return message, self._failure_codes.get(key, Code.UNSCHEDULABLE)
 
     def _activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)
@@ -427,6 +442,7 @@ class Scheduler:
         if old is None or self.cache.is_assumed(key):
             self.cache.add_pod(pod)
             self.last_failure.pop(key, None)
+            self._failure_codes.pop(key, None)
             if old is None:
                 self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
         else:
@@ -455,7 +471,9 @@ class Scheduler:
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pg = parse_pod_group(obj)
         if isinstance(pg, InvalidObject):
-            self._on_invalid_pod_group(pg, deleted)
+            api = str(obj.get("apiVersion") or "")
+            native = api.split("/")[0] == NATIVE_POD_GROUP_API
+            self._on_invalid_pod_group(pg, deleted, pod_group_key(pg.namespace, pg.name, native))
             return
         old = self.cache.pod_group(pg.key)
         if deleted:
@@ -472,11 +490,10 @@ class Scheduler:
         self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
 
-    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool) -> None:
+    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool, key: GroupKey) -> None:
         """An unreadable PodGroup: its members wait and say why ("is invalid:
         spec.minMember: ..."), not "not found"; a readable version known before
         stops being used."""
-        key = GroupKey(bad.key)
         old = self.cache.pod_group(key)
         if deleted:
             self.cache.remove_pod_group(key)
@@ -594,8 +611,8 @@ class Scheduler:
         group = pod.group_key
         if group is not None and self.config.troupe.group_cycle and self._gang_profile(profile):
             pg = self.cache.pod_group(group)
-            if pg is not None and not self._group_admitted(group, pg.min_member):
-                self._schedule_group(profile, qpi, pg.min_member)
+            if pg is not None and pg.gang and not self._group_admitted(group, pg.min_member):
+                self._schedule_group(profile, qpi, pg)
                 return
         state = CycleState()
         state.sample_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
@@ -681,7 +698,7 @@ class Scheduler:
         """Whether minMember of the group are already bound or assumed (placed)."""
         return placed_members(self.cache, self.waiting_pods, group) >= min_member
 
-    def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
+    def _schedule_group(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
         before the next is searched; commit them only if minMember fit, else hold nothing.
 
@@ -690,6 +707,7 @@ class Scheduler:
         """
         group = first.pod.group_key
         assert group is not None
+        min_member = pg.min_member
         t0 = self.clock.now()
         members = [first]
         others = [
@@ -756,7 +774,7 @@ class Scheduler:
         self.metrics.podgroup_attempts.labels("unschedulable").inc()
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
-            f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
+            f'PodGroup "{group}": {placed_before + len(placements)} of {min_field(pg)} '
             f"{min_member} pods fit; {why}"
         )
         plugins: set[str] = {"Coscheduling"}
@@ -917,6 +935,7 @@ class Scheduler:
         pod = qpi.pod
         qpi.message = message
         self.last_failure[pod.key] = message
+        self._failure_codes[pod.key] = code
         log.info("pod %s is unschedulable: %s", pod.key, message)
         if code is Code.ERROR:
             # No plugin rejected it: it no longer counts for the last attempt's rejectors.
@@ -981,6 +1000,7 @@ class Scheduler:
                 max(0.0, self.clock.now() - qpi.initial_attempt_timestamp)
             )
         self.last_failure.pop(pod.key, None)
+        self._failure_codes.pop(pod.key, None)
         self.queue.done(pod.key)
         try:
             await self.client.record_event(
@@ -1122,7 +1142,9 @@ class Scheduler:
                 by_plugin[k] = by_plugin.get(k, 0) + 1
         phases: dict[str, int] = {}
         for pg in self.cache.pod_groups():
-            phase = str(pg.status.get("phase") or "Pending")
+            phase = (
+                native_phase(pg.status) if pg.native else str(pg.status.get("phase") or "Pending")
+            )
             phases[phase] = phases.get(phase, 0) + 1
         m.podgroups.clear()
         for phase, n in phases.items():

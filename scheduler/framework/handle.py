@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scheduler.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
+from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.snapshot import IsolatedCPU
 
@@ -71,6 +72,9 @@ class Handle:
     watchers: list[EventWatcher] = field(default_factory=list)
     # Run a coroutine as a task the scheduler owns (awaited on shutdown).
     spawn: Callable[[Coroutine[Any, Any, None]], None] = lambda coro: coro.close()
+    # Why a pending pod's last scheduling attempt failed (the message shown on the
+    # pod, and the code), or None: what a gang's status reports.
+    failure: Callable[[PodKey], tuple[str, Code] | None] = lambda key: None
 
     def watch(self, watcher: EventWatcher) -> None:
         self.watchers.append(watcher)
