@@ -37,9 +37,18 @@ from typing import Any, Final
 
 import kopf
 
+from scheduler.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 from scheduler.clock import RealClock
 from scheduler.config import SchedulerConfig
-from scheduler.kube import WATCHED, Credentials, KubeClient, default_identity, list_objects
+from scheduler.kube import (
+    WATCHED,
+    Credentials,
+    KubeClient,
+    default_identity,
+    discover_native_pod_groups,
+    list_objects,
+    native_kind,
+)
 from scheduler.leader import LeaderElector
 from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
@@ -59,6 +68,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "Pod": scheduler.on_pod,
         "PriorityClass": scheduler.on_priority_class,
         "PodGroup": scheduler.on_pod_group,
+        **{native_kind(v): scheduler.on_pod_group for v in NATIVE_POD_GROUP_VERSIONS},
         "Namespace": scheduler.on_namespace,
         "Service": on_workload,
         "ReplicaSet": on_workload,
@@ -184,6 +194,7 @@ async def initial_sync(
         "ReplicationController",
         "Node",
         "PodGroup",
+        *(native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS),
         "Pod",
     )
     for kind in order:
@@ -198,6 +209,28 @@ async def initial_sync(
             _safely(handlers[kind], obj, False, kind)
             n += 1
     return n
+
+
+async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
+    """`kinds` with Kubernetes' own PodGroups narrowed to the version the cluster
+    serves (API discovery), or left out, with one log line, when it serves none."""
+    natives = {native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS}
+    if not natives & set(kinds):
+        return list(kinds)
+    try:
+        version = await discover_native_pod_groups(kube)
+    except Exception as e:
+        log.warning(
+            "API discovery of %s failed (%s): not watching its PodGroups", NATIVE_POD_GROUP_API, e
+        )
+        version = None
+    if version is None:
+        log.info("the cluster serves no %s PodGroups: not watching them", NATIVE_POD_GROUP_API)
+    else:
+        kube.native_pod_group_version = version
+        log.info("watching %s/%s PodGroups", NATIVE_POD_GROUP_API, version)
+    keep = native_kind(version) if version is not None else None
+    return [k for k in kinds if k not in natives or k == keep]
 
 
 class ElectorThread:
@@ -297,6 +330,7 @@ async def run(
         # Until this replica leads, it writes nothing.
         kube.fence = elector.leading
         scheduler.writes_enabled = False
+    kinds = await watched_kinds(kube, kinds)
     synced = asyncio.Event()
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
