@@ -372,9 +372,15 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "Starting: troupe run --kubeconfig" in out
-    assert "7 of 12 pods bound" in out
+    assert "9 of 14 pods bound" in out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
+    # the native gang (scheduling.k8s.io/v1beta1) binds whole and says so
+    assert "pod ml/ring-0" in out and "pod ml/ring-1" in out
+    assert (
+        "podgroup ml/ring (scheduling.k8s.io) PodGroupInitiallyScheduled=True reason=Scheduled"
+        in out
+    )
 
 
 def test_client_connection_kubeconfig_from_the_config_file_binds_a_later_pod(
