@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
+from scheduler.cluster import NotFound
+from scheduler.kube import KubeClient, discover_native_pod_groups
 from tests.apiserver import ApiServer
+from tests.apiserver.resources import native_podgroups
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, bound
 from tests.integration.troupe import Troupe, until
@@ -105,3 +109,57 @@ def test_without_the_api_native_pods_wait_and_one_line_is_logged(tmp_path: Path)
         assert "Traceback" not in log
         cond = api.get("pods", "default", "w0")["status"]["conditions"][0]  # type: ignore[index]
         assert cond["message"] == 'PodGroup "scheduling.k8s.io/default/train" not found'
+
+
+# ---- the client: discovery and the status write, over HTTP ---------------------------------
+
+
+async def _discover(*versions: str) -> tuple[str | None, ApiServer, KubeClient]:
+    srv = ApiServer()
+    await srv.start()
+    for v in versions:
+        srv.store.register(native_podgroups(v))
+    cfg = k8s.Configuration()
+    cfg.host = srv.url
+    kube = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
+    return await discover_native_pod_groups(kube), srv, kube
+
+
+@pytest.mark.parametrize(
+    ("served", "want"),
+    [
+        ((), None),
+        (("v1alpha2",), "v1alpha2"),
+        (("v1beta1",), "v1beta1"),
+        (("v1alpha2", "v1beta1"), "v1beta1"),  # the newer one when both are served
+    ],
+)
+async def test_discovery_finds_the_version_to_watch(
+    served: tuple[str, ...], want: str | None
+) -> None:
+    got, srv, kube = await _discover(*served)
+    try:
+        assert got == want
+    finally:
+        kube.close()
+        await srv.stop()
+
+
+async def test_native_status_goes_to_the_native_status_subresource() -> None:
+    _, srv, kube = await _discover("v1alpha2")
+    try:
+        kube.native_pod_group_version = "v1alpha2"
+        srv.create(native_group("v1alpha2", "g", 2))
+        cond = {"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled"}
+        await kube.patch_pod_group_status("scheduling.k8s.io/default/g", {"conditions": [cond]})
+        assert srv.get(NATIVE, "default", "g")["status"] == {"conditions": [cond]}  # type: ignore[index]
+        (w,) = [w for w in srv.writes if w.plural == "podgroups"]
+        assert (w.subresource, w.path) == (
+            "status",
+            "/apis/scheduling.k8s.io/v1alpha2/namespaces/default/podgroups/g/status",
+        )
+        with pytest.raises(NotFound):
+            await kube.patch_pod_group_status("scheduling.k8s.io/default/none", {})
+    finally:
+        kube.close()
+        await srv.stop()
