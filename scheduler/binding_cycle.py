@@ -58,6 +58,7 @@ class BindingCycle(SchedulerState):
                 max(0.0, self.clock.now() - qpi.initial_attempt_timestamp)
             )
         self.last_failure.pop(pod.key, None)
+        self._failure_codes.pop(pod.key, None)
         self.queue.done(pod.key)
         try:
             await self.client.record_event(

@@ -21,18 +21,20 @@ from scheduler.api.parse import (
 )
 from scheduler.api.storage import parse_storage_object
 from scheduler.api.types import (
+    NATIVE_POD_GROUP_API,
     GroupKey,
     InvalidObject,
     Node,
     Pod,
     PodKey,
+    pod_group_key,
 )
 from scheduler.framework.interface import (
     ActionType,
     ClusterEvent,
     EventResource,
 )
-from scheduler.framework.status import Status
+from scheduler.framework.status import Code, Status
 from scheduler.plugins.scheduling_gates import SchedulingGates
 from scheduler.queue import pod_updated
 from scheduler.state import SchedulerState, as_mapping, object_ref, pod_ref, pod_scheduled_condition
@@ -67,6 +69,7 @@ class EventHandlers(SchedulerState):
         if self._gate_reported.get(key) == message:
             return
         self.last_failure[key] = message
+        self._failure_codes[key] = st.code
         if not self.writes_enabled:
             self._held_gates[key] = (pod, message)
             return
@@ -76,6 +79,13 @@ class EventHandlers(SchedulerState):
             return
         self._spawn(self._report_failure(pod_ref(pod), message, pod_scheduled_condition(pod.raw)))
         self._gate_reported[key] = message
+
+    def _failure_of(self, key: PodKey) -> tuple[str, Code] | None:
+        """The message and code of the pod's last failed attempt (Handle.failure)."""
+        message = self.last_failure.get(key)
+        if message is None:
+            return None
+        return message, self._failure_codes.get(key, Code.UNSCHEDULABLE)
 
     def on_priority_class(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pc = parse_priority_class(obj)
@@ -254,6 +264,7 @@ class EventHandlers(SchedulerState):
         if old is None or self.cache.is_assumed(key):
             self.cache.add_pod(pod)
             self.last_failure.pop(key, None)
+            self._failure_codes.pop(key, None)
             if old is None:
                 self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
         else:
@@ -283,7 +294,9 @@ class EventHandlers(SchedulerState):
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pg = parse_pod_group(obj)
         if isinstance(pg, InvalidObject):
-            self._on_invalid_pod_group(pg, deleted)
+            api = str(obj.get("apiVersion") or "")
+            native = api.split("/")[0] == NATIVE_POD_GROUP_API
+            self._on_invalid_pod_group(pg, deleted, pod_group_key(pg.namespace, pg.name, native))
             return
         old = self.cache.pod_group(pg.key)
         if deleted:
@@ -300,11 +313,10 @@ class EventHandlers(SchedulerState):
         self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
         self._notify()
 
-    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool) -> None:
+    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool, key: GroupKey) -> None:
         """An unreadable PodGroup: its members wait and say why ("is invalid:
         spec.minMember: ..."), not "not found"; a readable version known before
         stops being used."""
-        key = GroupKey(bad.key)
         old = self.cache.pod_group(key)
         if deleted:
             self.cache.remove_pod_group(key)

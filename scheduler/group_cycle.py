@@ -14,6 +14,7 @@ from scheduler.api.types import (
     GroupKey,
     NodeName,
     Pod,
+    PodGroup,
     PodKey,
 )
 from scheduler.events import ObjectRef
@@ -23,7 +24,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.runtime import Profile
 from scheduler.framework.status import Code, Status
-from scheduler.plugins.coscheduling.core import placed_members
+from scheduler.plugins.coscheduling.core import min_field, placed_members
 from scheduler.plugins.default_preemption import Candidate, DefaultPreemption, pick_one
 from scheduler.schedule_one import FitError, ScheduleResult
 from scheduler.snapshot import pod_charge
@@ -44,7 +45,7 @@ class GroupCycle(SchedulerState):
         """Whether minMember of the group are already bound or assumed (placed)."""
         return placed_members(self.cache, self.waiting_pods, group) >= min_member
 
-    def _schedule_group(self, profile: Profile, first: QueuedPodInfo, min_member: int) -> None:
+    def _schedule_group(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
         before the next is searched; commit them only if minMember fit, else hold nothing.
 
@@ -53,6 +54,7 @@ class GroupCycle(SchedulerState):
         """
         group = first.pod.group_key
         assert group is not None
+        min_member = pg.min_member
         t0 = self.clock.now()
         members = [first]
         others = [
@@ -120,7 +122,7 @@ class GroupCycle(SchedulerState):
         self.metrics.podgroup_attempts.labels("unschedulable").inc()
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
-            f'PodGroup "{group}": {placed_before + len(placements)} of minMember '
+            f'PodGroup "{group}": {placed_before + len(placements)} of {min_field(pg)} '
             f"{min_member} pods fit; {why}"
         )
         plugins: set[str] = {"Coscheduling"}

@@ -42,7 +42,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from scheduler import __version__
-from scheduler.api.types import NodeName, PodKey
+from scheduler.api.types import (
+    NATIVE_POD_GROUP_API,
+    NATIVE_POD_GROUP_VERSIONS,
+    NodeName,
+    PodKey,
+    split_group_key,
+)
 from scheduler.cluster import BindConflict, Conflict, NotFound, NotLeader
 from scheduler.events import Create, EventRecorder, ObjectRef
 from scheduler.leader import LeaseConflict, LeaseRecord
@@ -307,6 +313,8 @@ class KubeClient:
         )
         self.events_written = 0
         self._leases: list[KubeLease] = []
+        # The scheduling.k8s.io version whose PodGroups we watch (discovered at start).
+        self.native_pod_group_version = NATIVE_POD_GROUP_VERSIONS[0]
 
     def credentials(self) -> Credentials:
         return credentials_of(self.api.configuration)
@@ -359,13 +367,18 @@ class KubeClient:
         return obj if isinstance(obj, dict) else None
 
     async def patch_pod_group_status(self, group: str, status: Mapping[str, Any]) -> None:
-        ns, name = _split(group)
+        native, ns, name = split_group_key(group)
+        api_group, version = (
+            (NATIVE_POD_GROUP_API, self.native_pod_group_version)
+            if native
+            else (POD_GROUP_GROUP, POD_GROUP_VERSION)
+        )
         try:
             await self._write(
                 f"patch PodGroup {group} status",
                 lambda t: self.custom.patch_namespaced_custom_object_status(
-                    POD_GROUP_GROUP,
-                    POD_GROUP_VERSION,
+                    api_group,
+                    version,
                     ns,
                     "podgroups",
                     name,
@@ -692,12 +705,19 @@ class KubeLease:
         return self._record(obj)
 
 
+def native_kind(version: str) -> str:
+    """The key under which WATCHED holds scheduling.k8s.io PodGroups of `version`."""
+    return f"PodGroup.{NATIVE_POD_GROUP_API}/{version}"
+
+
 # (group, version, plural, namespaced) of what the scheduler watches, by kind.
 WATCHED: Final = {
     "Node": ("", "v1", "nodes"),
     "Pod": ("", "v1", "pods"),
     "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses"),
     "PodGroup": (POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups"),
+    # Kubernetes' own PodGroups: the operator watches the one version discovery finds.
+    **{native_kind(v): (NATIVE_POD_GROUP_API, v, "podgroups") for v in NATIVE_POD_GROUP_VERSIONS},
     "Namespace": ("", "v1", "namespaces"),
     "Service": ("", "v1", "services"),
     "ReplicaSet": ("apps", "v1", "replicasets"),
@@ -714,12 +734,13 @@ WATCHED: Final = {
 
 
 def _lister(kube: KubeClient, kind: str) -> Callable[[tuple[float, float]], Any]:
-    core, apps, storage = kube.core, k8s.AppsV1Api(kube.api), k8s.StorageV1Api(kube.api)
-    core, apps, policy = kube.core, k8s.AppsV1Api(kube.api), k8s.PolicyV1Api(kube.api)
-    if kind == "PodGroup":
+    core, apps = kube.core, k8s.AppsV1Api(kube.api)
+    storage, policy = k8s.StorageV1Api(kube.api), k8s.PolicyV1Api(kube.api)
+    if kind.startswith("PodGroup"):
+        group, version, _ = WATCHED[kind]
         return lambda t: kube.custom.list_cluster_custom_object(
-            POD_GROUP_GROUP,
-            POD_GROUP_VERSION,
+            group,
+            version,
             "podgroups",
             _preload_content=False,
             _request_timeout=LIST_TIMEOUT,
@@ -760,7 +781,53 @@ async def list_objects(kube: KubeClient, kind: str) -> list[dict[str, Any]]:
     out = []
     for item in data.get("items") or []:
         if isinstance(item, dict):
-            item.setdefault("kind", kind)
+            item.setdefault("kind", kind.partition(".")[0])
             item.setdefault("apiVersion", f"{group}/{version}" if group else version)
             out.append(item)
     return out
+
+
+async def discover_native_pod_groups(kube: KubeClient) -> str | None:
+    """The scheduling.k8s.io version whose PodGroups to watch, or None.
+
+    API discovery, as kube-scheduler's informers would find the resource: GET
+    /apis/scheduling.k8s.io for the versions served, then, of those Troupe
+    reads (v1beta1 before v1alpha2), the first whose resource list has
+    `podgroups`. A cluster without the API (older, or the GenericWorkload gate
+    off) is normal: None, and one log line by the caller.
+    """
+
+    def fetch(path: str, t: tuple[float, float]) -> bytes | None:
+        method, url, headers, body, post = kube.api.param_serialize(
+            "GET", path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        resp = kube.api.call_api(
+            method, url, header_params=headers, body=body, post_params=post, _request_timeout=t
+        )
+        resp.read()  # type: ignore[no-untyped-call]
+        if resp.status == 404:
+            return None
+        if not 200 <= resp.status < 300:
+            raise k8s.ApiException(status=resp.status, reason=resp.reason)
+        return bytes(resp.data or b"{}")
+
+    async def get(path: str) -> dict[str, Any] | None:
+        try:
+            data = await kube.call(f"discover {path}", lambda t: fetch(path, t))
+        except k8s.ApiException as e:
+            raise _api_error(e) from None
+        doc = json.loads(data) if data is not None else None
+        return doc if isinstance(doc, dict) else None
+
+    group = await get(f"/apis/{NATIVE_POD_GROUP_API}")
+    served = {v.get("version") for v in (group or {}).get("versions") or [] if isinstance(v, dict)}
+    for version in NATIVE_POD_GROUP_VERSIONS:
+        if version not in served:
+            continue
+        resources = await get(f"/apis/{NATIVE_POD_GROUP_API}/{version}")
+        names = {
+            r.get("name") for r in (resources or {}).get("resources") or [] if isinstance(r, dict)
+        }
+        if "podgroups" in names:
+            return version
+    return None

@@ -45,9 +45,18 @@ from kopf._cogs.clients.watching import infinite_watch
 from kopf._cogs.structs.references import Resource
 
 from scheduler.api.storage import STORAGE_PARSERS
+from scheduler.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 from scheduler.clock import RealClock
 from scheduler.config import SchedulerConfig
-from scheduler.kube import WATCHED, Credentials, KubeClient, default_identity, list_objects
+from scheduler.kube import (
+    WATCHED,
+    Credentials,
+    KubeClient,
+    default_identity,
+    discover_native_pod_groups,
+    list_objects,
+    native_kind,
+)
 from scheduler.leader import LeaderElector
 from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
@@ -58,6 +67,7 @@ Handler = Callable[[Mapping[str, Any], bool], None]
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
+NOT_SERVED_RETRY_SECONDS: Final = 60
 CLUSTER_SCOPED: Final = frozenset(
     {
         "Node",
@@ -79,6 +89,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "Pod": scheduler.on_pod,
         "PriorityClass": scheduler.on_priority_class,
         "PodGroup": scheduler.on_pod_group,
+        **{native_kind(v): scheduler.on_pod_group for v in NATIVE_POD_GROUP_VERSIONS},
         "Namespace": scheduler.on_namespace,
         "Service": on_workload,
         "ReplicaSet": on_workload,
@@ -155,11 +166,13 @@ async def watch(settings: kopf.OperatorSettings, kind: str, intake: Intake) -> N
     """Forward every event of `kind` from kopf's watch stream (list, then watch;
     re-list on 410, reconnect with backoff) to `intake`, in the stream's order."""
     resource = resource_of(kind)
+    missing = False
     while True:
         try:
             async for event in infinite_watch(settings=settings, resource=resource, namespace=None):
                 if not isinstance(event, dict) or event.get("type") == "BOOKMARK":
                     continue  # kopf's LISTED mark, or a bookmark: no object
+                missing = False
                 obj = event.get("object")
                 if not isinstance(obj, dict):
                     log.warning("malformed %s event skipped", kind)
@@ -168,7 +181,21 @@ async def watch(settings: kopf.OperatorSettings, kind: str, intake: Intake) -> N
                 intake.put(kind, cast(dict[str, Any], obj), event.get("type") == "DELETED")
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:
+            if getattr(e, "status", None) == 404:
+                # Not served (a CRD that is not installed): say so once, then
+                # look again now and then, quietly, in case it is installed.
+                if not missing:
+                    log.warning(
+                        "%s (%s) is not served by this cluster: not watching it; "
+                        "looking again every %ds",
+                        resource.plural,
+                        resource.group or "core",
+                        NOT_SERVED_RETRY_SECONDS,
+                    )
+                missing = True
+                await asyncio.sleep(NOT_SERVED_RETRY_SECONDS)
+                continue
             log.exception("watch of %s failed: restarting it", resource.plural)
             await asyncio.sleep(settings.watching.reconnect_backoff or 1.0)
 
@@ -270,6 +297,7 @@ async def initial_sync(
         "Node",
         *STORAGE_KINDS,
         "PodGroup",
+        *(native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS),
         "Pod",
     )
     for kind in order:
@@ -284,6 +312,28 @@ async def initial_sync(
             _safely(handlers[kind], obj, False, kind)
             n += 1
     return n
+
+
+async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
+    """`kinds` with Kubernetes' own PodGroups narrowed to the version the cluster
+    serves (API discovery), or left out, with one log line, when it serves none."""
+    natives = {native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS}
+    if not natives & set(kinds):
+        return list(kinds)
+    try:
+        version = await discover_native_pod_groups(kube)
+    except Exception as e:
+        log.warning(
+            "API discovery of %s failed (%s): not watching its PodGroups", NATIVE_POD_GROUP_API, e
+        )
+        version = None
+    if version is None:
+        log.info("the cluster serves no %s PodGroups: not watching them", NATIVE_POD_GROUP_API)
+    else:
+        kube.native_pod_group_version = version
+        log.info("watching %s/%s PodGroups", NATIVE_POD_GROUP_API, version)
+    keep = native_kind(version) if version is not None else None
+    return [k for k in kinds if k not in natives or k == keep]
 
 
 class ElectorThread:
@@ -383,6 +433,7 @@ async def run(
         # Until this replica leads, it writes nothing.
         kube.fence = elector.leading
         scheduler.writes_enabled = False
+    kinds = await watched_kinds(kube, kinds)
     synced = asyncio.Event()
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None

@@ -144,8 +144,8 @@ class PodCycle(SchedulerState):
         group = pod.group_key
         if group is not None and self.config.troupe.group_cycle and self._gang_profile(profile):
             pg = self.cache.pod_group(group)
-            if pg is not None and not self._group_admitted(group, pg.min_member):
-                self._schedule_group(profile, qpi, pg.min_member)
+            if pg is not None and pg.gang and not self._group_admitted(group, pg.min_member):
+                self._schedule_group(profile, qpi, pg)
                 return
         state = CycleState()
         state.sample_plugin_metrics = self.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
@@ -494,6 +494,7 @@ class PodCycle(SchedulerState):
         pod = qpi.pod
         qpi.message = message
         self.last_failure[pod.key] = message
+        self._failure_codes[pod.key] = code
         log.info("pod %s is unschedulable: %s", pod.key, message)
         if code is Code.ERROR:
             # No plugin rejected it: it no longer counts for the last attempt's rejectors.

@@ -45,9 +45,11 @@ from scheduler.framework.interface import (
     QueuedPodInfo,
 )
 from scheduler.framework.runtime import Profile
+from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.group_cycle import GroupCycle
 from scheduler.metrics import Metrics
+from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.plugins.registry import IN_TREE
 from scheduler.queue import FifoFallback, SchedulingQueue
 from scheduler.schedule_one import (
@@ -121,6 +123,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             volumes=self.cache.volumes,
             activate=self._activate,
             spawn=self._spawn,
+            failure=self._failure_of,
         )
         self.profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(
@@ -158,6 +161,8 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
         self.priority_classes: dict[str, PriorityClass] = {}
         self.invalid: dict[str, InvalidObject] = {}
         self.last_failure: dict[PodKey, str] = {}
+        # The code of each pod's last failed attempt (ERROR or a rejection).
+        self._failure_codes: dict[PodKey, Code] = {}
         # The PreEnqueue rejection last written on each gated pod (see _report_gate).
         self._gate_reported: dict[PodKey, str] = {}
         self.next_start_node_index = 0
@@ -261,7 +266,9 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
                 by_plugin[k] = by_plugin.get(k, 0) + 1
         phases: dict[str, int] = {}
         for pg in self.cache.pod_groups():
-            phase = str(pg.status.get("phase") or "Pending")
+            phase = (
+                native_phase(pg.status) if pg.native else str(pg.status.get("phase") or "Pending")
+            )
             phases[phase] = phases.get(phase, 0) + 1
         m.podgroups.clear()
         for phase, n in phases.items():

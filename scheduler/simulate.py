@@ -1,7 +1,8 @@
 """`troupe simulate`: the real pipeline on a cluster described in YAML.
 
 Input files hold Kubernetes objects as kubectl prints them (multi-document
-YAML, or `kind: List`): Nodes, Pods, PriorityClasses and PodGroups. Pods with
+YAML, or `kind: List`): Nodes, Pods, PriorityClasses and PodGroups (scheduler-
+plugins' and Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1). Pods with
 spec.nodeName are running; pending pods whose schedulerName matches a profile
 are created in creationTimestamp order, then file order, and scheduled by the
 real scheduler with the in-memory ClusterClient and a virtual clock, until
@@ -19,15 +20,27 @@ from typing import Any
 
 import yaml
 
-from scheduler.api.types import WORKLOAD_KINDS, GroupKey, PodKey
+from scheduler.api.types import (
+    NATIVE_POD_GROUP_API,
+    NATIVE_POD_GROUP_VERSIONS,
+    WORKLOAD_KINDS,
+    GroupKey,
+    PodKey,
+    pod_group_key,
+)
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
 from scheduler.config import BoundedLoader, SchedulerConfig
 from scheduler.metrics import Metrics
+from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
 
-POD_GROUP_API_GROUPS = ("scheduling.x-k8s.io/", "scheduling.sigs.k8s.io/")
+POD_GROUP_API_GROUPS = (
+    "scheduling.x-k8s.io/",
+    "scheduling.sigs.k8s.io/",
+    *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
+)
 KINDS = ("Namespace", "Node", "Pod", "PriorityClass", "PodGroup", *WORKLOAD_KINDS)
 
 
@@ -108,7 +121,8 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
     if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
         raise InputError(
             f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
-            "scheduling.x-k8s.io/v1alpha1 or scheduling.sigs.k8s.io/v1alpha1"
+            "scheduling.x-k8s.io/v1alpha1, scheduling.sigs.k8s.io/v1alpha1, "
+            "scheduling.k8s.io/v1alpha2 or scheduling.k8s.io/v1beta1"
         )
     yield doc, where
 
@@ -133,7 +147,20 @@ def _identity(obj: Mapping[str, Any], where: str) -> tuple[str, str, str]:
                 raise InputError(
                     f"{where}: Pod {name}: spec.{field_name} must be a string, got {v!r}"
                 )
+    if kind == "PodGroup" and _native(obj):
+        kind = f"PodGroup.{NATIVE_POD_GROUP_API}"  # not the same object as a CRD's
     return kind, "" if kind in CLUSTER_SCOPED else (ns or "default"), name
+
+
+def _native(obj: Mapping[str, Any]) -> bool:
+    return str(obj.get("apiVersion", "")).split("/")[0] == NATIVE_POD_GROUP_API
+
+
+def _group_key(obj: Mapping[str, Any]) -> GroupKey:
+    md = obj.get("metadata") or {}
+    ns = str(md.get("namespace") or "default") if isinstance(md, dict) else "default"
+    name = str(md.get("name", "?")) if isinstance(md, dict) else "?"
+    return pod_group_key(ns, name, _native(obj))
 
 
 def _key(obj: Mapping[str, Any]) -> str:
@@ -210,7 +237,7 @@ class Simulation:
         for o in by_kind["Node"]:
             s.on_node(o)
         for o in by_kind["PodGroup"]:
-            self.cluster.pod_groups[_key(o)] = o
+            self.cluster.pod_groups[_group_key(o)] = o
             s.on_pod_group(o)
         order: list[str] = []
         pending: list[tuple[str, int, dict[str, Any]]] = []
@@ -331,8 +358,9 @@ class Simulation:
         for k, o in self.cluster.pod_groups.items():
             st = o.get("status") if isinstance(o.get("status"), dict) else {}
             assert isinstance(st, dict)
+            native = k.startswith(f"{NATIVE_POD_GROUP_API}/")
             groups[k] = {
-                "phase": st.get("phase", "Pending"),
+                "phase": native_phase(st) if native else st.get("phase", "Pending"),
                 # placed members (bound or assumed): PodGroup status has no such count
                 "scheduled": sum(
                     1 for p in s.cache.pods_in_group(GroupKey(k)) if s.cache.pod(p.key) is not None
@@ -341,6 +369,8 @@ class Simulation:
                 "succeeded": int(st.get("succeeded", 0) or 0),
                 "failed": int(st.get("failed", 0) or 0),
             }
+            if native:
+                groups[k]["conditions"] = list(st.get("conditions") or [])
         s.cache.update_snapshot(s.snapshot)
         milli = {"cpu", s.isolated.resource}
         return SimulationResult(

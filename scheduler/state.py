@@ -24,6 +24,7 @@ from scheduler.api.types import (
     InvalidObject,
     NodeName,
     Pod,
+    PodGroup,
     PodKey,
     PriorityClass,
 )
@@ -72,6 +73,7 @@ class SchedulerState:
     priority_classes: dict[str, PriorityClass]
     invalid: dict[str, InvalidObject]
     last_failure: dict[PodKey, str]
+    _failure_codes: dict[PodKey, Code]
     _gate_reported: dict[PodKey, str]
     next_start_node_index: int
     cycle: int
@@ -145,9 +147,7 @@ class SchedulerState:
         @staticmethod
         def _gang_profile(profile: Profile) -> bool: ...
         def _group_admitted(self, group: GroupKey, min_member: int) -> bool: ...
-        def _schedule_group(
-            self, profile: Profile, first: QueuedPodInfo, min_member: int
-        ) -> None: ...
+        def _schedule_group(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup) -> None: ...
         def _commit(
             self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
         ) -> bool: ...

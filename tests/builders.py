@@ -105,6 +105,11 @@ class PodBuilder:
     def group(self, name: str) -> PodBuilder:
         return self.label("scheduling.x-k8s.io/pod-group", name)
 
+    def scheduling_group(self, name: str) -> PodBuilder:
+        """Join the native (scheduling.k8s.io) PodGroup `name`."""
+        self._spec["schedulingGroup"] = {"podGroupName": name}
+        return self
+
     def scheduler(self, name: str) -> PodBuilder:
         self._spec["schedulerName"] = name
         return self

@@ -1,7 +1,9 @@
 """`make demo`: Troupe against an embedded Kubernetes API server.
 
-Starts the embedded API server (tests/apiserver) on localhost, applies the
-repository's CRDs and the nodes, PodGroups and pods of
+Starts the embedded API server (tests/apiserver) on localhost, serving
+Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1) as a cluster with the
+GenericWorkload gate does, applies the repository's CRDs and the nodes,
+PodGroups (of both APIs) and pods of
 manifests/examples/demo-cluster.yaml, writes a kubeconfig for it, and starts
 `troupe run --kubeconfig <that file>` as a child process, exactly as a user
 would start it against a cluster: kopf watches, the scheduler schedules, binds
@@ -29,6 +31,8 @@ from tests.integration.troupe import Troupe
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"
 ORDER = ("Namespace", "PriorityClass", "Node", "PodGroup", "Pod")
+# The scheduling.k8s.io version the demo's API server serves.
+NATIVE_VERSION = "v1beta1"
 
 
 def say(msg: str) -> None:
@@ -68,15 +72,31 @@ def snapshot(srv: ApiServer) -> tuple[dict[str, str], dict[str, dict[str, Any]]]
         pods[f"{md['namespace']}/{md['name']}"] = node or (
             conds[0]["message"] if conds else "pending"
         )
-    for raw in srv.objects("podgroups"):
+    for raw in srv.objects("podgroups.scheduling.x-k8s.io"):
         md = raw["metadata"]
         groups[f"{md['namespace']}/{md['name']}"] = dict(raw.get("status") or {})
+    for raw in srv.objects("podgroups.scheduling.k8s.io"):
+        md = raw["metadata"]
+        groups[f"{md['namespace']}/{md['name']} (scheduling.k8s.io)"] = dict(
+            raw.get("status") or {}
+        )
     return pods, groups
+
+
+def describe_group(status: dict[str, Any]) -> str:
+    """A PodGroup's status in one line: scheduler-plugins' phase and counts, or a
+    native group's condition."""
+    for c in status.get("conditions") or []:
+        return f"{c.get('type')}={c.get('status')} reason={c.get('reason')}"
+    return (
+        f"phase={status.get('phase')} running={status.get('running')} "
+        f"succeeded={status.get('succeeded')}"
+    )
 
 
 def demo(args: argparse.Namespace) -> int:
     objects = load_objects([str(args.file)])
-    srv = ApiServer(port=args.port or 0)
+    srv = ApiServer(port=args.port or 0, native_podgroups=NATIVE_VERSION)
     with srv.start_in_thread(), tempfile.TemporaryDirectory(prefix="troupe-demo-") as tmp:
         work = Path(tmp)
         load(srv, objects)
@@ -116,10 +136,7 @@ def demo(args: argparse.Namespace) -> int:
                         changed = True
                 for key, st in sorted(groups.items()):
                     if st and seen_groups.get(key) != st:
-                        say(
-                            f"  podgroup {key:<23} phase={st.get('phase')} "
-                            f"running={st.get('running')} succeeded={st.get('succeeded')}"
-                        )
+                        say(f"  podgroup {key:<23} {describe_group(st)}")
                         seen_groups[key] = st
                         changed = True
                 quiet = 0.0 if changed else quiet + 0.25

@@ -71,6 +71,8 @@ from scheduler.api.types import (
     DEFAULT_MILLI_CPU_REQUEST,
     MEMORY,
     MILLI_RESOURCES,
+    NATIVE_POD_GROUP_API,
+    NATIVE_POD_GROUP_VERSIONS,
     PREEMPT_LOWER_PRIORITY,
     WORKLOAD_KINDS,
     ContainerImage,
@@ -517,6 +519,9 @@ def _parse_pod(
             _spread(c, p) for p, c in get_objs(spec, "topologySpreadConstraints", "spec.")
         ),
         scheduling_gates=tuple(_gate(g, p) for p, g in get_objs(spec, "schedulingGates", "spec.")),
+        scheduling_group=get_str(
+            get_map(spec, "schedulingGroup", "spec."), "podGroupName", "spec.schedulingGroup."
+        ),
         owner_references=tuple(
             (get_str(o, "kind", p), get_str(o, "name", p))
             for p, o in get_objs(md, "ownerReferences", "metadata.")
@@ -561,12 +566,74 @@ def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
     )
 
 
+def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
+    """Kubernetes' PodGroup (scheduling.k8s.io v1alpha2 / v1beta1): exactly one of
+    spec.schedulingPolicy.basic and .gang; gang.minCount >= 1 (required)."""
+    version = api.partition("/")[2]
+    if version not in NATIVE_POD_GROUP_VERSIONS:
+        raise unsupported(
+            "apiVersion", api, [f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS]
+        )
+    md, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    policy = get_map(spec, "schedulingPolicy", "spec.")
+    sp = "spec.schedulingPolicy."
+    basic, gang = policy.get("basic"), policy.get("gang")
+    if (basic is None) == (gang is None):
+        raise ParseError(sp[:-1], "exactly one of basic or gang must be set")
+    min_count = 1
+    if gang is not None:
+        g = get_map(policy, "gang", sp)
+        n = get_int(g, "minCount", f"{sp}gang.")
+        if n is None:
+            raise required(f"{sp}gang.minCount")
+        if n < 1:
+            raise invalid(f"{sp}gang.minCount", n, "must be greater than or equal to 1")
+        min_count = n
+    else:
+        get_map(policy, "basic", sp)  # must be an object
+    ref = get_map(
+        get_map(spec, "podGroupTemplateRef", "spec."), "workload", "spec.podGroupTemplateRef."
+    )
+    rp = "spec.podGroupTemplateRef.workload."
+    template_ref = (
+        (get_str(ref, "workloadName", rp), get_str(ref, "podGroupTemplateName", rp))
+        if ref
+        else None
+    )
+    generation = get_int(md, "generation", "metadata.") or 0
+    return PodGroup(
+        namespace=ns,
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
+        min_member=min_count,
+        min_resources={},
+        schedule_timeout_seconds=None,
+        status=dict(get_map(obj, "status", "")),
+        raw=obj,
+        api_version=api,
+        gang=gang is not None,
+        generation=generation,
+        template_ref=template_ref,
+    )
+
+
 def _parse_pod_group(obj: Mapping[str, Any], milli: frozenset[str]) -> PodGroup:
     api = obj.get("apiVersion")
+    if isinstance(api, str) and api.split("/")[0] == NATIVE_POD_GROUP_API:
+        return _parse_native_pod_group(obj, api)
     if api is not None and (
         not isinstance(api, str) or api.split("/")[0] not in POD_GROUP_API_GROUPS
     ):
-        raise unsupported("apiVersion", api, [f"{g}/v1alpha1" for g in POD_GROUP_API_GROUPS])
+        raise unsupported(
+            "apiVersion",
+            api,
+            [f"{g}/v1alpha1" for g in POD_GROUP_API_GROUPS]
+            + [f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS],
+        )
     md, ns, name = _meta(obj, namespaced=True)
     spec = get_map(obj, "spec", "")
     # scheduler-plugins leaves minMember without a default: a missing one reads
@@ -697,7 +764,8 @@ def parse_pod_group(
     obj: Mapping[str, Any], milli_resources: frozenset[str] = MILLI_RESOURCES
 ) -> PodGroup | InvalidObject:
     """A scheduler-plugins PodGroup, scheduling.x-k8s.io or the older
-    scheduling.sigs.k8s.io group (an object without apiVersion is accepted)."""
+    scheduling.sigs.k8s.io group (an object without apiVersion is accepted), or
+    Kubernetes' own, scheduling.k8s.io v1alpha2 or v1beta1 (by its apiVersion)."""
     return _guarded("PodGroup", obj, True, lambda o: _parse_pod_group(o, milli_resources))
 
 

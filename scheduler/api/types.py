@@ -19,7 +19,11 @@ from typing import Final, NewType
 
 PodKey = NewType("PodKey", str)  # "<namespace>/<name>"
 NodeName = NewType("NodeName", str)
-GroupKey = NewType("GroupKey", str)  # "<namespace>/<podgroup name>"
+# "<namespace>/<name>" for a scheduler-plugins PodGroup, and
+# "scheduling.k8s.io/<namespace>/<name>" for a native one: a namespace is a DNS
+# label (no dots), so the two can never collide, and a message that names a
+# group says which API it lives in.
+GroupKey = NewType("GroupKey", str)
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"
@@ -37,6 +41,28 @@ DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
 
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
+# Kubernetes' own gang API: PodGroups of scheduling.k8s.io (v1alpha2 from 1.36,
+# v1beta1 since), joined through a pod's spec.schedulingGroup.podGroupName.
+NATIVE_POD_GROUP_API: Final = "scheduling.k8s.io"
+NATIVE_POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha2")  # preferred first
+
+
+def pod_group_key(namespace: str, name: str, native: bool = False) -> GroupKey:
+    """The key of a PodGroup: scheduler-plugins' as "ns/name", native ones prefixed
+    with their API group."""
+    if native:
+        return GroupKey(f"{NATIVE_POD_GROUP_API}/{namespace}/{name}")
+    return GroupKey(f"{namespace}/{name}")
+
+
+def split_group_key(key: str) -> tuple[bool, str, str]:
+    """(native, namespace, name) of a group key."""
+    native = key.startswith(f"{NATIVE_POD_GROUP_API}/")
+    rest = key[len(NATIVE_POD_GROUP_API) + 1 :] if native else key
+    ns, _, name = rest.partition("/")
+    return native, ns, name
+
+
 ISOLATED_CPU_ANNOTATION: Final = "troupe.dev/isolated-cpu"
 ISOLATED_CPU_RESOURCE: Final = "troupe.dev/isolated-cpu"
 
@@ -299,6 +325,8 @@ class Pod:
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
     # Effective: spec.preemptionPolicy, else the PriorityClass's (as admission sets it).
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    # spec.schedulingGroup.podGroupName: the native PodGroup the pod joins, or "".
+    scheduling_group: str = ""
 
     @property
     def key(self) -> PodKey:
@@ -306,13 +334,32 @@ class Pod:
 
     @property
     def pod_group(self) -> str:
-        """The PodGroup name from the pod's label, or "" for a lone pod."""
+        """The scheduler-plugins PodGroup name from the pod's label, or ""."""
         return self.labels.get(POD_GROUP_LABEL) or self.labels.get(LEGACY_POD_GROUP_LABEL) or ""
 
     @property
     def group_key(self) -> GroupKey | None:
-        g = self.pod_group
-        return GroupKey(f"{self.namespace}/{g}") if g else None
+        """The group the pod belongs to, whichever API it comes from; None for a
+        lone pod, and for a pod that names two groups (see `group_conflict`)."""
+        native, label = self.scheduling_group, self.pod_group
+        if native and label:
+            return None
+        if native:
+            return pod_group_key(self.namespace, native, native=True)
+        return pod_group_key(self.namespace, label) if label else None
+
+    @property
+    def group_conflict(self) -> str | None:
+        """Why the pod cannot be scheduled when it names a group in both APIs."""
+        native, label = self.scheduling_group, self.pod_group
+        if not (native and label):
+            return None
+        which = POD_GROUP_LABEL if self.labels.get(POD_GROUP_LABEL) else LEGACY_POD_GROUP_LABEL
+        return (
+            f'pod names two PodGroups: "{pod_group_key(self.namespace, native, native=True)}" '
+            f'by spec.schedulingGroup.podGroupName and "{pod_group_key(self.namespace, label)}" '
+            f"by label {which}; a pod may join only one"
+        )
 
     @property
     def is_isolated_cpu(self) -> bool:
@@ -343,6 +390,13 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class PodGroup:
+    """A group of pods, from either API: scheduler-plugins' PodGroup CRD
+    (scheduling.x-k8s.io, always a gang of `minMember`) or Kubernetes' native
+    PodGroup (scheduling.k8s.io: `gang.minCount` -> a gang of that many, `basic`
+    -> `gang` False and `min_member` 1, its pods scheduled one by one). The
+    plugins and the group cycle read only `min_member`, `gang` and the rest;
+    `api_version` says where the status goes and how it is written."""
+
     namespace: str
     name: str
     uid: str
@@ -352,10 +406,20 @@ class PodGroup:
     schedule_timeout_seconds: int | None
     status: Mapping[str, object]
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
+    gang: bool = True
+    generation: int = 0
+    # spec.podGroupTemplateRef.workload of a native group created from a
+    # Workload: (workloadName, podGroupTemplateName), or None.
+    template_ref: tuple[str, str] | None = None
+
+    @property
+    def native(self) -> bool:
+        return self.api_version.split("/")[0] == NATIVE_POD_GROUP_API
 
     @property
     def key(self) -> GroupKey:
-        return GroupKey(f"{self.namespace}/{self.name}")
+        return pod_group_key(self.namespace, self.name, self.native)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from scheduler.api.types import (
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
 from scheduler.framework.nominator import Nominator
+from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.snapshot import IsolatedCPU
 from scheduler.volumes import VolumeStore
@@ -94,6 +95,9 @@ class Handle:
     profile_of: Callable[[str], Profile | None] = _no_profile
     # Run a coroutine as a task the scheduler owns (awaited on shutdown).
     spawn: Callable[[Coroutine[Any, Any, None]], None] = lambda coro: coro.close()
+    # Why a pending pod's last scheduling attempt failed (the message shown on the
+    # pod, and the code), or None: what a gang's status reports.
+    failure: Callable[[PodKey], tuple[str, Code] | None] = lambda key: None
 
     def watch(self, watcher: EventWatcher) -> None:
         self.watchers.append(watcher)

@@ -168,6 +168,17 @@ PODGROUP: Final = Resource(
 )
 
 
+# Kubernetes' own PodGroup (scheduling.k8s.io; GenericWorkload), built in, with
+# a status subresource. A server serves one of its versions (see Store); pods'
+# spec.schedulingGroup passes through as any other field.
+NATIVE_PODGROUP_VERSIONS: Final = ("v1alpha2", "v1beta1")
+
+
+def native_podgroups(version: str) -> Resource:
+    assert version in NATIVE_PODGROUP_VERSIONS, version
+    return _r(f"scheduling.k8s.io/{version}", "podgroups", "PodGroup", True, subs=["status"])
+
+
 def from_crd(crd: Mapping[str, Any]) -> list[Resource]:
     """The resources a CustomResourceDefinition serves (one per served version)."""
     spec = crd.get("spec") or {}

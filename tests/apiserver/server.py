@@ -91,7 +91,9 @@ class ApiServer:
     Arguments: `host`, `port` (0: any free port); `tls` serves HTTPS with a throwaway
     trustme CA (`ca_pem_path`); `token` requires that bearer token (else 401);
     `podgroups` pre-registers scheduling.x-k8s.io/v1alpha1 podgroups (otherwise apply
-    the CRD); `log_size` bounds each resource's event log (older resumes get 410);
+    the CRD); `native_podgroups` ("v1alpha2" or "v1beta1") serves Kubernetes' own
+    scheduling.k8s.io PodGroups in that version, as a cluster with GenericWorkload;
+    `log_size` bounds each resource's event log (older resumes get 410);
     `strict_namespaces` answers 404 for objects in a namespace that does not exist;
     `bookmark_interval` paces BOOKMARKs on watches that allow them.
 
@@ -109,6 +111,7 @@ class ApiServer:
         tls: bool = False,
         token: str | None = None,
         podgroups: bool = False,
+        native_podgroups: str | None = None,
         log_size: int = 10000,
         strict_namespaces: bool = False,
         bookmark_interval: float = 1.0,
@@ -116,7 +119,10 @@ class ApiServer:
         self.host, self.port, self.tls, self.token = host, port, tls, token
         self.bookmark_interval = bookmark_interval
         self.store = Store(
-            log_size=log_size, podgroups=podgroups, strict_namespaces=strict_namespaces
+            log_size=log_size,
+            podgroups=podgroups,
+            strict_namespaces=strict_namespaces,
+            native_podgroups=native_podgroups,
         )
         # Fault injection, all keyed by a fragment of the request's path and query.
         self.fail_next: dict[str, list[int]] = {}

@@ -168,6 +168,7 @@ class Store:
         log_size: int = 10000,
         podgroups: bool = False,
         strict_namespaces: bool = False,
+        native_podgroups: str | None = None,
     ) -> None:
         self.registry = Registry()
         self.buckets: dict[tuple[str, str, str], Bucket] = {}
@@ -179,6 +180,8 @@ class Store:
             self.register(res)
         if podgroups:
             self.register(resources.PODGROUP)
+        if native_podgroups is not None:
+            self.register(resources.native_podgroups(native_podgroups))
         ns_res = self._res("", "v1", "namespaces")
         for ns in SYSTEM_NAMESPACES:
             self.create(ns_res, None, {"metadata": {"name": ns}})

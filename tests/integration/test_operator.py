@@ -117,7 +117,7 @@ def test_a_pod_created_after_start_up_is_bound_through_a_kubeconfig(
         assert cond["type"] == "PodScheduled" and cond["reason"] == "Unschedulable"
         assert cond["message"] == (
             "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
-            "3 No preemption victims found for incoming pod.."
+            "3 Preemption is not helpful for scheduling.."
         )
         ev = until(lambda: events_of(api, "huge"), what="FailedScheduling event")[0]
         assert ev["reason"] == "FailedScheduling" and ev["type"] == "Warning"
@@ -375,9 +375,15 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "Starting: troupe run --kubeconfig" in out
-    assert "7 of 12 pods bound" in out
+    assert "9 of 14 pods bound" in out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
+    # the native gang (scheduling.k8s.io/v1beta1) binds whole and says so
+    assert "pod ml/ring-0" in out and "pod ml/ring-1" in out
+    assert (
+        "podgroup ml/ring (scheduling.k8s.io) PodGroupInitiallyScheduled=True reason=Scheduled"
+        in out
+    )
 
 
 def test_client_connection_kubeconfig_from_the_config_file_binds_a_later_pod(

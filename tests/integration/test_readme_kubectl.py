@@ -46,7 +46,7 @@ def test_the_readme_kubectl_lines_work_against_make_demo(tmp_path: Path) -> None
         "kubectl get pods -A -o wide",
         "kubectl describe pod -n shop huge",
     ]
-    srv = ApiServer()
+    srv = ApiServer(native_podgroups=demo.NATIVE_VERSION)
     with srv.start_in_thread():
         demo.load(srv, load_objects([str(demo.EXAMPLE)]))
         kubeconfig = srv.write_kubeconfig(tmp_path / "troupe-demo.kubeconfig")
@@ -67,7 +67,7 @@ def test_the_readme_kubectl_lines_work_against_make_demo(tmp_path: Path) -> None
                 "HOME": str(tmp_path),  # kubectl's discovery cache goes under $HOME/.kube
             }
             out = {}
-            for line in lines:
+            for line in [*lines, "kubectl get podgroups.scheduling.x-k8s.io -A"]:
                 r = subprocess.run(
                     line.split(), env=env, capture_output=True, text=True, timeout=60, check=False
                 )
@@ -76,9 +76,16 @@ def test_the_readme_kubectl_lines_work_against_make_demo(tmp_path: Path) -> None
             t.stop()
     nodes = out["kubectl get nodes"]
     assert re.search(r"^NAME\s+STATUS", nodes, re.M) and "worker-a1" in nodes
+    # The demo's API server serves Kubernetes' own PodGroups too, and, as on a real
+    # cluster, a built-in group comes before a CRD's in discovery: plain
+    # `podgroups` names scheduling.k8s.io's (the native gang), the CRD's need
+    # their group spelled out.
     groups = out["kubectl get podgroups -A"]
-    assert re.search(r"^NAMESPACE\s+NAME\s+PHASE", groups, re.M)
-    assert re.search(r"^ml\s+allreduce\s+", groups, re.M)
+    assert re.search(r"^NAMESPACE\s+NAME\s+AGE", groups, re.M)
+    assert re.search(r"^ml\s+ring\s+", groups, re.M)
+    crd = out["kubectl get podgroups.scheduling.x-k8s.io -A"]
+    assert re.search(r"^NAMESPACE\s+NAME\s+PHASE", crd, re.M)
+    assert re.search(r"^ml\s+allreduce\s+", crd, re.M)
     pods = out["kubectl get pods -A -o wide"]
     assert re.search(r"^ml\s+trainer\s+.*\sgpu-b1\s", pods, re.M)
     described = out["kubectl describe pod -n shop huge"]

@@ -6,6 +6,12 @@ which owns the gang state; PodGroup status is kept by `PodGroupStatusTracker`
 placed together and only admitted when minMember fit; Permit-based waiting
 remains for members that arrive later, and is the whole mechanism when the
 group cycle is switched off (scheduler-plugins' behaviour).
+
+Groups come from scheduler-plugins' PodGroup CRD or from Kubernetes' own
+PodGroup API (scheduling.k8s.io); both reach here as one `PodGroup`. A native
+group with the `basic` policy (`gang` False) only has to exist: its pods are
+scheduled one by one, nobody waits at Permit for its siblings and a failure
+rejects no one else.
 """
 
 from __future__ import annotations
@@ -118,6 +124,7 @@ class Coscheduling(
             return None, st
         assert pg is not None
         self.manager.schedule_start.setdefault(key, self.handle.clock.now())
+        self.status.mark(key)  # an attempt: its outcome goes into a native group's status
         for check in (self.manager.check_denied(key), self.manager.check_min_resources(key, pg)):
             if not check.is_success:
                 return None, check
@@ -131,7 +138,7 @@ class Coscheduling(
         key, pg = self.manager.group(pod)
         if key is None or pg is None:
             return None, Status(Code.UNSCHEDULABLE, (), NAME)
-        if self.manager.placed(key) >= pg.min_member:
+        if not pg.gang or self.manager.placed(key) >= pg.min_member:
             return None, Status(Code.UNSCHEDULABLE, (), NAME)
         if self.manager.within_ten_percent(key, pg):
             return None, Status(Code.UNSCHEDULABLE, (), NAME)
@@ -152,11 +159,12 @@ class Coscheduling(
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
-        key = pod.group_key
+        key, pg = self.manager.group(pod)
         if key is None:
             return
-        self.manager.reject_waiting(key, f"rejected due to failure of group member {pod.key}")
-        self.manager.deny(key)
+        if pg is None or pg.gang:
+            self.manager.reject_waiting(key, f"rejected due to failure of group member {pod.key}")
+            self.manager.deny(key)
         self.status.mark(key)
 
     def permit(self, state: CycleState, pod: Pod, node: NodeName) -> tuple[Status, float]:

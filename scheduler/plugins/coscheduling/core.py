@@ -28,6 +28,11 @@ class CoschedulingArgs:
     status_coalesce_seconds: float = 1.0
 
 
+def min_field(pg: PodGroup) -> str:
+    """How the group's API names its quorum, for messages: minMember or minCount."""
+    return "minCount" if pg.native else "minMember"
+
+
 def placed_members(lister: ClusterLister, waiting: WaitingPods, key: GroupKey) -> int:
     """How many of a group's members hold a place: bound, or assumed and not rejected.
 
@@ -82,7 +87,11 @@ class PodGroupManager:
 
     def check_group(self, pod: Pod) -> Status:
         """A missing group, or one with fewer schedulable (ungated) pods than
-        minMember, keeps the pod waiting."""
+        minMember, keeps the pod waiting; so does a pod that names a group in
+        both APIs."""
+        conflict = pod.group_conflict
+        if conflict is not None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (conflict,), NAME)
         key, pg = self.group(pod)
         if key is None:
             return SUCCESS
@@ -95,7 +104,7 @@ class PodGroupManager:
             # (once per change), and a count would change with each arrival.
             return Status(
                 Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                (f'PodGroup "{key}" has fewer pods than minMember {pg.min_member}',),
+                (f'PodGroup "{key}" has fewer pods than {min_field(pg)} {pg.min_member}',),
                 NAME,
             )
         return SUCCESS

@@ -18,6 +18,22 @@ separated); `scheduleStartTime` is when Troupe first tried the group. There is
 no `scheduled` count and no PreScheduling or Scheduled phase: upstream removed
 them (scheduler-plugins #574).
 
+Kubernetes' own PodGroups (scheduling.k8s.io) get the status kube-scheduler
+writes for them (pkg/scheduler/schedule_one_podgroup.go, updatePodGroupCondition;
+the condition types and reasons of k8s.io/api scheduling v1alpha2 and v1beta1):
+one condition, `PodGroupScheduled` in v1alpha2 and `PodGroupInitiallyScheduled`
+in v1beta1,
+
+    minCount members placed (bound or assumed)  -> True,  reason Scheduled
+    an attempt failed                           -> False, reason Unschedulable
+                                                   (SchedulerError on an error),
+                                                   message: the attempt's reason
+
+with `observedGeneration`, and `lastTransitionTime` moved only when the status
+flips (meta.SetStatusCondition). Once True it never goes back to False, as
+upstream; a group never tried (its pods held at PreEnqueue) gets no condition.
+Other conditions on the object (DisruptionTarget) are kept as they are.
+
 A change marks the group dirty; dirty groups are patched on the status
 subresource at most once per `coalesce_seconds`, and only when the status
 differs from what was last written, so a gang of 1000 pods costs a few
@@ -39,6 +55,8 @@ from scheduler.clock import TimerHandle
 from scheduler.cluster import NotFound, NotLeader
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import ClusterEvent, EventResource
+from scheduler.framework.status import Code
+from scheduler.plugins.coscheduling.core import placed_members
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +102,69 @@ def compute_status(pg: PodGroup, pods: list[Pod], started: float | None) -> dict
     return status
 
 
+# The condition kube-scheduler keeps on a native PodGroup, by API version
+# (k8s.io/api scheduling/v1alpha2 PodGroupScheduled, v1beta1 PodGroupInitiallyScheduled).
+SCHEDULED_CONDITION: Final = {
+    "v1alpha2": "PodGroupScheduled",
+    "v1beta1": "PodGroupInitiallyScheduled",
+}
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"  # PodGroupReasonUnschedulable
+REASON_SCHEDULER_ERROR: Final = "SchedulerError"  # PodGroupReasonSchedulerError
+
+
+def condition_type(pg: PodGroup) -> str:
+    return SCHEDULED_CONDITION.get(pg.api_version.partition("/")[2], "PodGroupScheduled")
+
+
+def native_phase(status: Mapping[str, Any]) -> str:
+    """A one-word state of a native PodGroup for displays and the troupe_podgroups
+    gauge (its API has no phase): its scheduled condition's reason (Scheduled,
+    Unschedulable, SchedulerError), or Pending before any."""
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list) else []:
+        if isinstance(c, Mapping) and c.get("type") in SCHEDULED_CONDITION.values():
+            return str(c.get("reason") or "Pending")
+    return "Pending"
+
+
+def compute_native_status(
+    pg: PodGroup, placed: int, failure: tuple[str, Code] | None, now: float
+) -> dict[str, Any] | None:
+    """The status of a native PodGroup, or None when there is nothing to say
+    (never tried, or already True and not to be taken back)."""
+    ctype = condition_type(pg)
+    raw = pg.status.get("conditions")
+    conditions = [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    current = next((c for c in conditions if c.get("type") == ctype), None)
+    if placed >= pg.min_member:
+        want = ("True", REASON_SCHEDULED, "")
+    elif current is not None and current.get("status") == "True":
+        return None  # as upstream: a scheduled group is not taken back to False
+    elif failure is not None:
+        message, code = failure
+        reason = REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE
+        want = ("False", reason, message)
+    else:
+        return None
+    status, reason, message = want
+    since = current.get("lastTransitionTime") if current is not None else None
+    if current is None or current.get("status") != status or not isinstance(since, str):
+        since = rfc3339(now)
+    cond = {
+        "type": ctype,
+        "status": status,
+        "observedGeneration": pg.generation,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
+    out = [dict(c) if c.get("type") != ctype else cond for c in conditions]
+    if current is None:
+        out.append(cond)
+    return {"conditions": out}
+
+
 class PodGroupStatusTracker:
     def __init__(
         self, handle: Handle, coalesce_seconds: float, schedule_start: Mapping[GroupKey, float]
@@ -121,8 +202,9 @@ class PodGroupStatusTracker:
             if pg is None:
                 self._written.pop(key, None)
                 continue
-            pods = list(lister.pods_in_group(key))
-            status = compute_status(pg, pods, self.schedule_start.get(key))
+            status = self._compute(key, pg)
+            if status is None:
+                continue
             if self._written.get(key) == status or (
                 key not in self._written and _same(pg.status, status)
             ):
@@ -130,6 +212,20 @@ class PodGroupStatusTracker:
             self._written[key] = status
             self.patches += 1
             self.handle.spawn(self._patch(key, status))
+
+    def _compute(self, key: GroupKey, pg: PodGroup) -> dict[str, Any] | None:
+        lister = self.handle.lister
+        if not pg.native:
+            return compute_status(pg, list(lister.pods_in_group(key)), self.schedule_start.get(key))
+        failure = None
+        if key in self.schedule_start:  # tried: a pending member says why it failed
+            for p in lister.pods_in_group(key):
+                if lister.pod(p.key) is None and not p.terminal:
+                    failure = self.handle.failure(p.key)
+                    if failure is not None:
+                        break
+        placed = placed_members(lister, self.handle.waiting_pods, key)
+        return compute_native_status(pg, placed, failure, self.handle.clock.now())
 
     async def _patch(self, key: GroupKey, status: dict[str, Any]) -> None:
         try:
