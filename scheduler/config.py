@@ -881,6 +881,155 @@ class BoundedLoader(yaml.SafeLoader):
         return node
 
 
+# The fast path: libyaml's parser (when PyYAML was built with it) emits events,
+# and one loop builds the Python objects from them. Composing with libyaml is not
+# safe on hostile input (its composer recurses in C: a few thousand "[" crash the
+# process) and costs more than the parse; building from events bounds nesting and
+# alias expansion in the same loop, at the same bounds as BoundedLoader, with the
+# pure-Python parser too when libyaml is missing.
+FAST_PARSER: Final[type] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_IMPLICIT: Final = yaml.resolver.Resolver.yaml_implicit_resolvers
+_SCALARS: Final[dict[Any, Any]] = yaml.constructor.SafeConstructor.yaml_constructors
+_STR_TAG: Final = "tag:yaml.org,2002:str"
+_NULL_TAG: Final = "tag:yaml.org,2002:null"
+_BOOL_TAG: Final = "tag:yaml.org,2002:bool"
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
+_PLAIN_COLLECTION_TAGS: Final = (
+    None,
+    "!",
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+)
+_NO_KEY: Final = object()
+
+
+class _Unusual(Exception):
+    """Input outside what the event loop builds itself (merge keys, a collection as
+    a key, a tagged collection): the bounded loader takes the whole file."""
+
+
+def _bounds_error(problem: str, mark: Any) -> yaml.composer.ComposerError:
+    return yaml.composer.ComposerError(None, None, problem, mark)
+
+
+def _scalar(ctor: yaml.constructor.SafeConstructor, ev: Any) -> Any:
+    """The value SafeLoader would construct for one scalar event."""
+    value: str = ev.value
+    tag = ev.tag
+    if tag is None or tag == "!":
+        if not ev.implicit[0]:
+            return value  # quoted: a string
+        tag = _STR_TAG
+        for t, regexp in _IMPLICIT.get(value[:1] if value else "", ()):
+            if regexp.match(value):
+                tag = t
+                break
+        if tag == _STR_TAG:
+            return value
+        if tag == _NULL_TAG:
+            return None
+        if tag == _BOOL_TAG:
+            return value.lower() in ("yes", "true", "on")
+        if tag == _MERGE_TAG:
+            raise _Unusual
+    node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)
+    construct = _SCALARS.get(tag, _SCALARS[None])  # None: "could not determine a constructor"
+    return construct(ctor, node)
+
+
+def load_yaml_documents(text: str) -> list[Any]:
+    """Every document of a YAML stream, as SafeLoader builds them, in bounded time
+    and memory: nesting past MAX_YAML_DEPTH and aliases expanding past
+    MAX_YAML_ALIAS_NODES raise a `yaml.composer.ComposerError` naming the line,
+    as BoundedLoader does. Uses libyaml's parser when PyYAML has it."""
+    try:
+        return _build(text)
+    except _Unusual:
+        pass
+    # Rare input (merge keys...): check the bounds on events, then let the
+    # bounded pure-Python loader build it.
+    for _ in yaml.parse(text, Loader=FAST_PARSER):
+        pass
+    return list(yaml.load_all(text, Loader=BoundedLoader))
+
+
+def _build(text: str) -> list[Any]:
+    ctor = yaml.constructor.SafeConstructor()
+    docs: list[Any] = []
+    # One frame per open collection: [container, pending key, node count at start, anchor]
+    stack: list[list[Any]] = []
+    anchors: dict[str, Any] = {}
+    anchor_size: dict[str, int] = {}
+    nodes = 0  # nodes composed, each alias counting as its anchor's size
+    alias_nodes = 0
+    scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
+    mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
+    collection_end = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    events: Iterable[Any] = yaml.parse(text, Loader=FAST_PARSER)
+    for ev in events:
+        cls = ev.__class__
+        if cls is scalar_event:
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise _bounds_error(f"nested more than {MAX_YAML_DEPTH} levels deep", ev.start_mark)
+            nodes += 1
+            value = _scalar(ctor, ev)
+            if ev.anchor is not None:
+                if ev.anchor in anchors:
+                    raise _Unusual  # SafeLoader names both occurrences
+                anchors[ev.anchor] = value
+                anchor_size[ev.anchor] = 1
+        elif cls is mapping_start or cls is sequence_start:
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise _bounds_error(f"nested more than {MAX_YAML_DEPTH} levels deep", ev.start_mark)
+            if ev.tag not in _PLAIN_COLLECTION_TAGS:
+                raise _Unusual
+            container: Any = {} if cls is mapping_start else []
+            if ev.anchor is not None:
+                if ev.anchor in anchors:
+                    raise _Unusual
+                anchors[ev.anchor] = container
+            stack.append([container, _NO_KEY, nodes, ev.anchor])
+            nodes += 1
+            continue
+        elif cls in collection_end:
+            value, _, start, anchor = stack.pop()
+            if anchor is not None:
+                anchor_size[anchor] = nodes - start
+        elif cls is alias_event:
+            if ev.anchor not in anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"found undefined alias {ev.anchor!r}", ev.start_mark
+                )
+            size = anchor_size.get(ev.anchor, 1)
+            alias_nodes += size
+            nodes += size
+            if alias_nodes > MAX_YAML_ALIAS_NODES:
+                raise _bounds_error(
+                    f"aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes", ev.start_mark
+                )
+            value = anchors[ev.anchor]
+        elif cls is yaml.DocumentStartEvent:
+            anchors = {}
+            continue
+        else:
+            continue
+        if not stack:
+            docs.append(value)
+            continue
+        top = stack[-1]
+        parent = top[0]
+        if parent.__class__ is list:
+            parent.append(value)
+        elif top[1] is _NO_KEY:
+            if value.__class__ is dict or value.__class__ is list:
+                raise _Unusual  # SafeLoader refuses it, with its own message
+            top[1] = value
+        else:
+            parent[top[1]] = value
+            top[1] = _NO_KEY
+    return docs
+
+
 class _StrictLoader(BoundedLoader):
     """BoundedLoader that refuses a key repeated in one mapping (kube decodes strictly)."""
 

@@ -22,7 +22,7 @@ import yaml
 from scheduler.api.types import WORKLOAD_KINDS, GroupKey, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
-from scheduler.config import BoundedLoader, SchedulerConfig
+from scheduler.config import MAX_YAML_DEPTH, SchedulerConfig, load_yaml_documents
 from scheduler.metrics import Metrics
 from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
@@ -42,7 +42,8 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
     """Read every object from the files, in file order. Raises InputError.
 
     Hostile input is refused in bounded time and memory: text that is not UTF-8,
-    YAML nested too deeply or whose aliases expand too far (`BoundedLoader`),
+    YAML or JSON nested too deeply, YAML whose aliases expand too far
+    (`load_yaml_documents`), NaN or Infinity in JSON,
     names that are not strings, and two objects of one kind, namespace and name
     (naming both places: a later one would silently replace the first).
     """
@@ -75,9 +76,14 @@ def _documents(path: str) -> list[Any]:
     except UnicodeDecodeError as e:
         raise InputError(f"{path}: not valid UTF-8 (byte {e.start})") from e
     try:
+        if path.endswith(".json"):
+            return [_json(text)]
         if text.lstrip().startswith(("{", "[")):
-            return [json.loads(text)]  # kubectl get -o json
-        return list(yaml.load_all(text, Loader=BoundedLoader))
+            try:
+                return [_json(text)]  # kubectl get -o json
+            except json.JSONDecodeError:
+                pass  # YAML in flow style: the YAML parser says what is wrong
+        return load_yaml_documents(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -88,6 +94,26 @@ def _documents(path: str) -> list[Any]:
         raise InputError(f"{path}: nested too deeply") from e
     except ValueError as e:  # an integer of thousands of digits, a NaN in JSON...
         raise InputError(f"{path}: {e}") from e
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"not valid JSON: {name} is not a number (JSON has no non-finite numbers)")
+
+
+def _json(text: str) -> Any:
+    """json.loads (C, fast), refusing NaN and Infinity (which Python's json accepts)
+    and nesting past MAX_YAML_DEPTH, as the YAML loader does."""
+    obj = json.loads(text, parse_constant=_no_constant)
+    stack: list[tuple[Any, int]] = [(obj, 1)] if isinstance(obj, dict | list) else []
+    while stack:  # iterative: the bound must not depend on the recursion limit
+        o, depth = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ValueError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+        depth += 1
+        for v in o.values() if o.__class__ is dict else o:
+            if v.__class__ is dict or v.__class__ is list:
+                stack.append((v, depth))
+    return obj
 
 
 def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
