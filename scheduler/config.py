@@ -954,45 +954,66 @@ def load_yaml_documents(text: str) -> list[Any]:
 
 
 def _build(text: str) -> list[Any]:
+    """load_yaml_documents without the fallback. One loop with its state in locals,
+    on purpose: it runs once per event, millions of times for a large cluster."""
     ctor = yaml.constructor.SafeConstructor()
     docs: list[Any] = []
-    # One frame per open collection: [container, pending key, node count at start, anchor]
-    stack: list[list[Any]] = []
+    # The open collection is (cur, is_list, key: the pending key of a mapping);
+    # `stack` keeps the enclosing ones with the node count at their start and anchor.
+    cur: Any = docs
+    is_list = True
+    key: Any = _NO_KEY
+    stack: list[tuple[Any, bool, Any, int, str | None]] = []
+    depth = 0
     anchors: dict[str, Any] = {}
+    # Plain scalars resolve and construct to immutable values (str, int, bool,
+    # None, float, datetime...): each text once, then a lookup.
+    plain: dict[str, Any] = {}
     anchor_size: dict[str, int] = {}
     nodes = 0  # nodes composed, each alias counting as its anchor's size
     alias_nodes = 0
     scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
     mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
-    collection_end = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
     events: Iterable[Any] = yaml.parse(text, Loader=FAST_PARSER)
     for ev in events:
         cls = ev.__class__
         if cls is scalar_event:
-            if len(stack) >= MAX_YAML_DEPTH:
+            if depth >= MAX_YAML_DEPTH:
                 raise _bounds_error(f"nested more than {MAX_YAML_DEPTH} levels deep", ev.start_mark)
             nodes += 1
-            value = _scalar(ctor, ev)
+            if ev.tag is None and ev.implicit[0]:  # plain: keys, most values
+                value = plain.get(ev.value, _NO_KEY)
+                if value is _NO_KEY:
+                    value = plain[ev.value] = _scalar(ctor, ev)
+            else:
+                value = _scalar(ctor, ev)
             if ev.anchor is not None:
                 if ev.anchor in anchors:
                     raise _Unusual  # SafeLoader names both occurrences
                 anchors[ev.anchor] = value
                 anchor_size[ev.anchor] = 1
         elif cls is mapping_start or cls is sequence_start:
-            if len(stack) >= MAX_YAML_DEPTH:
+            if depth >= MAX_YAML_DEPTH:
                 raise _bounds_error(f"nested more than {MAX_YAML_DEPTH} levels deep", ev.start_mark)
             if ev.tag not in _PLAIN_COLLECTION_TAGS:
                 raise _Unusual
-            container: Any = {} if cls is mapping_start else []
+            if not is_list and key is _NO_KEY:
+                raise _Unusual  # a collection as a key: SafeLoader refuses it in its words
+            value = {} if cls is mapping_start else []
             if ev.anchor is not None:
                 if ev.anchor in anchors:
                     raise _Unusual
-                anchors[ev.anchor] = container
-            stack.append([container, _NO_KEY, nodes, ev.anchor])
+                anchors[ev.anchor] = value
+            stack.append((cur, is_list, key, nodes, ev.anchor))
             nodes += 1
+            depth += 1
+            cur, is_list, key = value, cls is sequence_start, _NO_KEY
             continue
-        elif cls in collection_end:
-            value, _, start, anchor = stack.pop()
+        elif cls is mapping_end or cls is sequence_end:
+            value = cur
+            cur, is_list, key, start, anchor = stack.pop()
+            depth -= 1
             if anchor is not None:
                 anchor_size[anchor] = nodes - start
         elif cls is alias_event:
@@ -1008,25 +1029,20 @@ def _build(text: str) -> list[Any]:
                     f"aliases expand to more than {MAX_YAML_ALIAS_NODES} nodes", ev.start_mark
                 )
             value = anchors[ev.anchor]
+            if not is_list and key is _NO_KEY and value.__class__ in (dict, list):
+                raise _Unusual
         elif cls is yaml.DocumentStartEvent:
             anchors = {}
             continue
         else:
             continue
-        if not stack:
-            docs.append(value)
-            continue
-        top = stack[-1]
-        parent = top[0]
-        if parent.__class__ is list:
-            parent.append(value)
-        elif top[1] is _NO_KEY:
-            if value.__class__ is dict or value.__class__ is list:
-                raise _Unusual  # SafeLoader refuses it, with its own message
-            top[1] = value
+        if is_list:
+            cur.append(value)
+        elif key is _NO_KEY:
+            key = value
         else:
-            parent[top[1]] = value
-            top[1] = _NO_KEY
+            cur[key] = value
+            key = _NO_KEY
     return docs
 
 

@@ -400,3 +400,15 @@ def test_flow_style_yaml_is_not_taken_for_json(tmp_path: Path) -> None:
     f = tmp_path / "in.yaml"
     f.write_text("{apiVersion: v1, kind: Node, metadata: {name: n}}\n")
     assert [o["metadata"]["name"] for o in load_objects([str(f)])] == ["n"]
+
+
+def test_timings_go_to_stderr_on_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_text(NODE_YAML + "---\n" + pod_yaml("p"))
+    assert main(["simulate", "--timings", "-o", "yaml", str(f)]) == 0
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out)["pods"]["default/p"]["node"] == "n"
+    assert err.count("\n") == 1 and err.startswith("troupe: timings: read "), err
+    assert "(2 objects)" in err and "(1 cycles, 1 pods)" in err and "output " in err
