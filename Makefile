@@ -25,6 +25,7 @@ lint: install
 bench: install
 	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
 	$(BIN)/python -m tests.perf.e2e
+	$(BIN)/python -m tests.perf.simulate_bench
 
 demo: install
 	$(BIN)/python -m tests.demo $(DEMO_ARGS)

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import sys
+import time
 from collections.abc import Sequence
 
 from scheduler import __version__
@@ -30,17 +31,30 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.until is not None and not (math.isfinite(args.until) and args.until >= 0):
         print(f"troupe: --until: must be a finite number >= 0, got {args.until}", file=sys.stderr)
         return 2
+    t0 = time.perf_counter()
     try:
         objects = load_objects(args.files)
     except InputError as e:
         print(f"troupe: {e}", file=sys.stderr)
         return 2
+    t1 = time.perf_counter()
     try:
         result = simulate(objects, config, until=args.until)
     except ProfileError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
-    print(format_output(result, args.output))
+    t2 = time.perf_counter()
+    out = format_output(result, args.output)
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+    if args.timings:
+        pods = sum(1 for o in objects if o.get("kind") == "Pod")
+        print(
+            f"troupe: timings: read {t1 - t0:.3f} s ({len(objects)} objects), "
+            f"schedule {t2 - t1:.3f} s ({result.cycles} cycles, {pods} pods), "
+            f"output {time.perf_counter() - t2:.3f} s",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -119,12 +133,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="json: one object per line, for log collectors",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sim = sub.add_parser("simulate", help="schedule a cluster described in YAML, no API server")
+    sim = sub.add_parser(
+        "simulate", help="schedule a cluster described in YAML or JSON, no API server"
+    )
     sim.add_argument(
         "files",
         nargs="+",
         metavar="FILE",
-        help="YAML files of Nodes, Pods, PriorityClasses and PodGroups",
+        help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses "
+        "and PodGroups",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
@@ -136,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop at this virtual time even if pods could still change",
     )
     sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
+    sim.add_argument(
+        "--timings",
+        action="store_true",
+        help="print to stderr the time spent reading the input, scheduling and printing",
+    )
     sim.set_defaults(func=_simulate)
     run = sub.add_parser("run", help="schedule pods in a cluster (in-cluster or --kubeconfig)")
     run.add_argument("--config", help="a KubeSchedulerConfiguration file")

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
+import yaml
 
 from scheduler.config import (
     DEFAULT_SCHEDULER_NAME,
+    FAST_PARSER,
     ClientConnection,
     ConfigError,
     LeaderElection,
@@ -24,6 +26,7 @@ from scheduler.config import (
     TroupeSettings,
     default_config,
     load_config,
+    load_yaml_documents,
     parse_config,
 )
 from scheduler.framework.interface import (
@@ -1278,3 +1281,82 @@ def test_score_watermark_is_off_by_default_and_read_as_a_fraction() -> None:
     assert parse_config({}, IN_TREE).troupe.score_watermark is None
     assert parse_config({"troupe": {"scoreWatermark": 0.8}}, IN_TREE).troupe.score_watermark == 0.8
     assert parse_config({"troupe": {"scoreWatermark": 1}}, IN_TREE).troupe.score_watermark == 1.0
+
+
+# ---- load_yaml_documents: SafeLoader's result from libyaml's events, bounded ----------
+
+
+SAFE_LOADER_CASES = [
+    pytest.param(
+        "a: 1\nb: [1, 2.5, .inf, -.nan, 0x1f, 0o17, 1_000, 1:20, true, yes, no, ~, null, '',\n"
+        "  2024-01-01, 2024-01-01T00:00:00Z, !!str 5, !!binary aGVsbG8=, !!float 3, '7']\n",
+        id="scalars",
+    ),
+    pytest.param("---\n---\na: &x {k: v}\nb: *x\nc: &y s\nd: *y\n---\n[1]\n", id="documents"),
+    pytest.param("a: &x {k: v}\nb:\n  <<: *x\n  z: 1\n", id="merge-key"),
+    pytest.param("", id="empty"),
+    pytest.param("---\n", id="empty-document"),
+    pytest.param("a:\n", id="null-value"),
+    pytest.param("? [1]\n: 2\n", id="unhashable-key"),
+    pytest.param("!!set {a, b}\n", id="set"),
+    pytest.param("x: !!omap [a: 1]\n", id="omap"),
+    pytest.param("a: &x 1\nb: &x 2\n", id="duplicate-anchor"),
+    pytest.param("a: *nope\n", id="undefined-alias"),
+    pytest.param("k: 1\nk: 2\n", id="repeated-key-last-wins"),
+    pytest.param("- &a [*a]\n", id="recursive"),
+    pytest.param("{a: b, c: d}", id="flow"),
+    pytest.param("1: a\n2.5: b\nnull: c\ntrue: d\n", id="scalar-keys"),
+    pytest.param("a: !custom 1\n", id="unknown-tag"),
+    pytest.param("a: [1, 2\n", id="syntax-error"),
+]
+
+
+def _outcome(load: Any, text: str) -> object:
+    try:
+        return load(text)
+    except (yaml.parser.ParserError, yaml.scanner.ScannerError) as e:
+        return type(e)  # libyaml words syntax errors its own way
+    except yaml.YAMLError as e:
+        return (type(e), getattr(e, "problem", None))
+
+
+@pytest.mark.parametrize("text", SAFE_LOADER_CASES)
+def test_load_yaml_documents_builds_what_safe_loader_builds(text: str) -> None:
+    want = _outcome(lambda t: list(yaml.load_all(t, Loader=yaml.SafeLoader)), text)
+    assert repr(_outcome(load_yaml_documents, text)) == repr(want)
+
+
+def test_load_yaml_documents_uses_libyaml_when_pyyaml_has_it() -> None:
+    assert (FAST_PARSER is yaml.CSafeLoader) == bool(yaml.__with_libyaml__)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # libyaml's own composer recurses in C: this many levels would crash the process.
+        pytest.param("[" * 100_000 + "]" * 100_000, "nested more than 200 levels", id="deep-seq"),
+        pytest.param("{a: " * 50_000 + "1" + "}" * 50_000, "nested more than 200", id="deep-map"),
+        pytest.param("- " * 201 + "x\n", "nested more than 200 levels", id="scalar-at-201"),
+        pytest.param(
+            "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+                for i in range(8)
+            ),
+            "aliases expand to more than 100000 nodes",
+            id="alias-bomb",
+        ),
+    ],
+)
+def test_load_yaml_documents_bounds(text: str, problem: str) -> None:
+    t0 = time.perf_counter()
+    with pytest.raises(yaml.composer.ComposerError) as e:
+        load_yaml_documents(text)
+    assert time.perf_counter() - t0 < 5.0
+    assert problem in str(e.value.problem)
+    assert e.value.problem_mark is not None
+
+
+def test_load_yaml_documents_at_the_bounds() -> None:
+    assert load_yaml_documents("- " * 199 + "x\n")[0] is not None
+    assert load_yaml_documents("[" * 200 + "]" * 200) is not None

@@ -353,3 +353,68 @@ def test_issue14_table_output_with_a_non_string_node_name() -> None:
     assert result.pods["default/p"]["node"] is None
     assert "spec.nodeName" in result.pods["default/p"]["reason"]
     assert "default/p" in format_table(result)
+
+
+def _kube_list(*items: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": list(items)}
+
+
+JSON_NODE: dict[str, Any] = yaml.safe_load(NODE_YAML)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param('{"kind": "Node", "x": NaN}', "NaN is not a number", id="nan"),
+        pytest.param('{"kind": "Node", "x": -Infinity}', "-Infinity is not a number", id="inf"),
+        pytest.param(
+            '{"kind": "Node", "x": ' + "[" * 300 + "]" * 300 + "}",
+            "nested more than 200 levels deep",
+            id="deep",
+        ),
+        pytest.param('{"kind": "Node", "x": 1,}', "not valid JSON (line 1)", id="syntax"),
+        pytest.param(
+            json.dumps(_kube_list(JSON_NODE, JSON_NODE)),
+            "items[1]: duplicate Node n (first in ",
+            id="duplicate-node",
+        ),
+    ],
+)
+def test_json_input_is_refused_as_yaml_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, problem: str
+) -> None:
+    f = tmp_path / "in.json"
+    f.write_text(text)
+    assert main(["simulate", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"troupe: {f}: "), err
+    assert problem in err
+
+
+def test_json_and_yaml_inputs_give_the_same_result(tmp_path: Path) -> None:
+    pods = [yaml.safe_load(pod_yaml(f"p{i}")) for i in range(3)]
+    j, y = tmp_path / "dump", tmp_path / "dump.yaml"  # JSON found by content, no extension
+    j.write_text(json.dumps(_kube_list(JSON_NODE, *pods), indent=4))
+    y.write_text(yaml.safe_dump(_kube_list(JSON_NODE, *pods)))
+    config = default_config(IN_TREE)
+    from_json = simulate(load_objects([str(j)]), config).to_json_obj()
+    assert from_json == simulate(load_objects([str(y)]), config).to_json_obj()
+    assert {p["node"] for p in from_json["pods"].values()} == {"n"}
+
+
+def test_flow_style_yaml_is_not_taken_for_json(tmp_path: Path) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_text("{apiVersion: v1, kind: Node, metadata: {name: n}}\n")
+    assert [o["metadata"]["name"] for o in load_objects([str(f)])] == ["n"]
+
+
+def test_timings_go_to_stderr_on_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    f = tmp_path / "in.yaml"
+    f.write_text(NODE_YAML + "---\n" + pod_yaml("p"))
+    assert main(["simulate", "--timings", "-o", "yaml", str(f)]) == 0
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out)["pods"]["default/p"]["node"] == "n"
+    assert err.count("\n") == 1 and err.startswith("troupe: timings: read "), err
+    assert "(2 objects)" in err and "(1 cycles, 1 pods)" in err and "output " in err
