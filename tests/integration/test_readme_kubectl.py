@@ -43,6 +43,7 @@ def test_the_readme_kubectl_lines_work_against_make_demo(tmp_path: Path) -> None
     assert lines == [
         "kubectl get nodes",
         "kubectl get podgroups -A",
+        "kubectl get podgroups.scheduling.x-k8s.io -A",
         "kubectl get pods -A -o wide",
         "kubectl describe pod -n shop huge",
     ]
@@ -67,7 +68,7 @@ def test_the_readme_kubectl_lines_work_against_make_demo(tmp_path: Path) -> None
                 "HOME": str(tmp_path),  # kubectl's discovery cache goes under $HOME/.kube
             }
             out = {}
-            for line in [*lines, "kubectl get podgroups.scheduling.x-k8s.io -A"]:
+            for line in lines:
                 r = subprocess.run(
                     line.split(), env=env, capture_output=True, text=True, timeout=60, check=False
                 )
