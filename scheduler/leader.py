@@ -119,7 +119,15 @@ class LeaderElector:
         # replica that respects this fence never acts while another leads.
         self.leading_until = 0.0
         self.renewals: list[float] = []  # when each successful renewal started
+        # Called with `leading_until` whenever it changes (the operator shares it
+        # with the process that writes, when election runs in a process of its own).
+        self.on_leading_until: Callable[[float], None] | None = None
         self._observed: LeaseRecord | None = None
+
+    def _set_leading_until(self, t: float) -> None:
+        self.leading_until = t
+        if self.on_leading_until is not None:
+            self.on_leading_until(t)
 
     def leading(self) -> bool:
         """True while this replica holds the Lease and renewed it in time (the
@@ -130,7 +138,7 @@ class LeaderElector:
         now = self.clock.now()
         ok = await self._try_acquire_or_renew(now)
         if ok:
-            self.leading_until = now + self.renew_deadline
+            self._set_leading_until(now + self.renew_deadline)
             if len(self.renewals) < 100_000:
                 self.renewals.append(now)
         return ok
@@ -192,10 +200,11 @@ class LeaderElector:
         finally:
             if self.is_leader:
                 self.is_leader = False
-                self.leading_until = 0.0
+                self._set_leading_until(0.0)
                 await _maybe_await(on_stopped())
 
     async def release(self) -> None:
+        self._set_leading_until(0.0)  # nothing more is written once we give it up
         cur = self._observed
         if cur is None or cur.holder != self.identity:
             return

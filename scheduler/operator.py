@@ -18,8 +18,8 @@ account): one way in for the watches and the writes.
 
 `run()` is what `troupe run` does. Every replica watches, lists every kind into
 its cache and then answers /readyz 200, leader or not (as kube-scheduler's
-standbys do). Leader election runs in a thread of its own, with its own API
-connection, so scheduling work cannot delay a renewal. Only the leader
+standbys do). Leader election runs in a child process of its own, with its
+own API connection and interpreter, so scheduling work cannot delay a renewal. Only the leader
 schedules and writes: the scheduling-work writes are fenced by
 `LeaderElector.leading()` (a leader that could not renew within renewDeadline
 sends nothing more), and a replica that loses the Lease stops at once and exits
@@ -35,8 +35,10 @@ import collections
 import contextlib
 import functools
 import logging
+import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, cast
 
@@ -336,34 +338,114 @@ async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
     return [k for k in kinds if k not in natives or k == keep]
 
 
-class ElectorThread:
-    """The LeaderElector in its own thread and event loop. Its callbacks run on
-    the scheduler's loop."""
+class ElectorProcess:
+    """Leader election in a child process of its own.
+
+    A thread of this process would share the interpreter lock with the
+    scheduling cycle, the watch intake and the writes: under load its renewals
+    drift by seconds. The child has its own interpreter, API connection and
+    event loop, so its renewals keep `retryPeriod`. It publishes the fence (the
+    time until which this replica may write, `LeaderElector.leading_until`) in
+    shared memory, read by `leading()` on every write, and reports "started" /
+    "stopped" through a pipe. It ends when asked to (releasing the Lease if
+    held) or when this process goes away (its end of the control pipe closes),
+    so a killed scheduler never leaves a renewer behind.
+
+    Started with fork before any thread exists (see `run`), so the child needs
+    no pickling and inherits the loaded credentials.
+    """
 
     def __init__(
         self,
-        elector: LeaderElector,
+        make_elector: Callable[[], LeaderElector],
         loop: asyncio.AbstractEventLoop,
         on_started: Callable[[], None],
         on_stopped: Callable[[], None],
     ) -> None:
-        self.elector = elector
+        ctx = multiprocessing.get_context("fork")
+        self.make_elector = make_elector
         self.main_loop = loop
         self.on_started = on_started
         self.on_stopped = on_stopped
-        self.thread = threading.Thread(target=self._main, name="leader-election", daemon=True)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._ready = threading.Event()
+        self._until = ctx.RawValue("d", 0.0)
+        self._events_r, self._events_w = ctx.Pipe(duplex=False)
+        self._ctl_r, self._ctl_w = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=self._child, name="troupe-leader-election", daemon=True)
+        self._reading = False
 
-    def _main(self) -> None:
+    def leading(self) -> bool:
+        """The fence: True while the child holds the Lease and renewed it in time."""
+        return time.time() < float(self._until.value)
+
+    # -- the parent ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self.proc.start()
+        self._events_w.close()
+        self._ctl_r.close()
+        self.main_loop.add_reader(self._events_r.fileno(), self._on_message)
+        self._reading = True
+
+    def _on_message(self) -> None:
+        try:
+            msg = self._events_r.recv()
+        except (EOFError, OSError):
+            # The child is gone without a word (killed): no fence, no leadership.
+            self._stop_reading()
+            self._until.value = 0.0
+            self.on_stopped()
+            return
+        if msg == "started":
+            self.on_started()
+        elif msg == "stopped":
+            self.on_stopped()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            with contextlib.suppress(Exception):
+                self.main_loop.remove_reader(self._events_r.fileno())
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Ask the child to end (it releases the Lease if held) and wait for it."""
+        self._stop_reading()
+        with contextlib.suppress(OSError):
+            self._ctl_w.send("stop")
+        await asyncio.get_running_loop().run_in_executor(None, self.proc.join, timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self._until.value = 0.0
+        self._ctl_w.close()
+        self._events_r.close()
+
+    # -- the child -----------------------------------------------------------------
+
+    def _child(self) -> None:
+        self._events_r.close()
+        self._ctl_w.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # the parent decides when we stop
+        asyncio._set_running_loop(None)  # forked from inside the parent's running loop
+
+        def send(msg: str) -> None:
+            with contextlib.suppress(OSError):
+                self._events_w.send(msg)
+
+        def publish(until: float) -> None:
+            self._until.value = until
+
         async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self._task = asyncio.current_task()
-            self._ready.set()
-            await self.elector.run(
-                lambda: self._post(self.on_started), lambda: self._post(self.on_stopped)
-            )
+            elector = self.make_elector()
+            elector.on_leading_until = publish
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None
+            # A "stop" message, or end of file when the parent is gone.
+            loop.add_reader(self._ctl_r.fileno(), task.cancel)
+            await elector.run(lambda: send("started"), lambda: send("stopped"))
 
         try:
             asyncio.run(main())
@@ -371,28 +453,9 @@ class ElectorThread:
             pass
         except Exception:
             log.exception("leader election failed")
-            self._post(self.on_stopped)
         finally:
-            self._ready.set()
-
-    def _post(self, fn: Callable[[], None]) -> None:
-        with contextlib.suppress(RuntimeError):  # the main loop is closed
-            self.main_loop.call_soon_threadsafe(fn)
-
-    def start(self) -> None:
-        self.thread.start()
-        self._ready.wait(10)
-
-    def alive(self) -> bool:
-        return self.thread.is_alive()
-
-    async def stop(self, timeout: float = 10.0) -> None:
-        """Cancel the election (releasing the Lease if held) and wait for it."""
-        loop, task = self._loop, self._task
-        if loop is not None and task is not None:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(task.cancel)
-        await asyncio.get_running_loop().run_in_executor(None, self.thread.join, timeout)
+            self._until.value = 0.0
+            send("stopped")
 
 
 async def run(
@@ -420,18 +483,40 @@ async def run(
     scheduler = Scheduler(config, kube, RealClock(), metrics=metrics)
     if on_scheduler is not None:  # benchmarks instrument it
         on_scheduler(scheduler)
-    elector: LeaderElector | None = None
+    lost = False
+    scheduling: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
+
+    def started() -> None:
+        if not stop.is_set():
+            tasks.append(asyncio.create_task(schedule()))
+
+    def stopped() -> None:
+        nonlocal lost
+        metrics.set_leader(le.resource_name, False)
+        if not stop.is_set():
+            log.error("%s lost the Lease: stopping", identity)
+            lost = True
+            stop.set()
+
+    election: ElectorProcess | None = None
     if le.leader_elect:
-        elector = LeaderElector(
-            kube.lease(le.resource_namespace, le.resource_name, timeout=le.renew_deadline / 2),
-            identity,
-            RealClock(),
-            lease_duration=le.lease_duration,
-            renew_deadline=le.renew_deadline,
-            retry_period=le.retry_period,
-        )
+
+        def make_elector() -> LeaderElector:
+            return LeaderElector(
+                kube.lease(le.resource_namespace, le.resource_name, timeout=le.renew_deadline / 2),
+                identity,
+                RealClock(),
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+            )
+
+        # Forked now, before this process has any thread (see ElectorProcess).
+        election = ElectorProcess(make_elector, loop, started, stopped)
+        election.start()
         # Until this replica leads, it writes nothing.
-        kube.fence = elector.leading
+        kube.fence = election.leading
         scheduler.writes_enabled = False
     kinds = await watched_kinds(kube, kinds)
     synced = asyncio.Event()
@@ -439,8 +524,6 @@ async def run(
     close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
     kopf_thread = KopfThread(build_registry(scheduler, loop, kube.credentials, kinds))
     kopf_thread.start()
-    lost = False
-    scheduling: asyncio.Task[None] | None = None
     metrics.set_leader(le.resource_name, False)
     checks = metrics.health.livez
     checks["watches"] = lambda: None if kopf_thread.thread.is_alive() else "kopf has stopped"
@@ -468,23 +551,8 @@ async def run(
         scheduling = asyncio.current_task()
         await scheduler.run(stop)
 
-    def started() -> None:
-        if not stop.is_set():
-            tasks.append(asyncio.create_task(schedule()))
-
-    def stopped() -> None:
-        nonlocal lost
-        metrics.set_leader(le.resource_name, False)
-        if not stop.is_set():
-            log.error("%s lost the Lease: stopping", identity)
-            lost = True
-            stop.set()
-
-    tasks: list[asyncio.Task[None]] = [asyncio.create_task(sync())]
-    election: ElectorThread | None = None
-    if elector is not None:
-        election = ElectorThread(elector, loop, started, stopped)
-        election.start()
+    tasks.append(asyncio.create_task(sync()))
+    if election is not None:
         checks["leader-election"] = lambda: (
             None if election is None or election.alive() else "leader election has ended"
         )
