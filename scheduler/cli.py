@@ -140,8 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         nargs="+",
         metavar="FILE",
-        help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses "
-        "and PodGroups",
+        help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses, "
+        "PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, "
+        "CSIDrivers and CSIStorageCapacities",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")

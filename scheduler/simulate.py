@@ -2,8 +2,10 @@
 
 Input files hold Kubernetes objects as kubectl prints them (multi-document
 YAML, or `kind: List` in YAML or JSON, as `kubectl get nodes,pods -A -o json`
-prints it): Nodes, Pods, PriorityClasses and PodGroups (scheduler-plugins' and
-Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1). A file is JSON if its
+prints it): Nodes, Pods, PriorityClasses, PodGroups (scheduler-plugins' and
+Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1) and storage:
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers
+and CSIStorageCapacities. A file is JSON if its
 name ends in .json or its text starts with `{` or `[` and parses as JSON; JSON
 goes through the standard library's C decoder, YAML through libyaml's parser
 (`load_yaml_documents`), both with the same bounds. Pods with
@@ -12,6 +14,15 @@ are created in creationTimestamp order, then file order, and scheduled by the
 real scheduler with the in-memory ClusterClient and a virtual clock, until
 nothing can change any more (no pod to pop, none backing off, no timer due) or
 the virtual clock reaches `until`.
+
+Storage goes through the scheduler's volume store as the watch would deliver
+it, and the controllers VolumeBinding waits for are simulated
+(`scheduler.volume_sim`): a claim of a class with a provisioner gets a PV on
+the node its pod was given (WaitForFirstConsumer), and a static PV that
+VolumeBinding pre-binds binds its claim, both at once on the virtual clock.
+Each scheduled pod's result names the claims bound or provisioned for it
+(``volumes``). Nothing binds Immediate claims nobody pre-bound: their pods wait,
+as with kube-scheduler, on "pod has unbound immediate PersistentVolumeClaims".
 """
 
 from __future__ import annotations
@@ -24,11 +35,14 @@ from typing import Any
 
 import yaml
 
+from scheduler.api.parse import parse_pod
+from scheduler.api.storage import STORAGE_PARSERS, pod_claim_names
 from scheduler.api.types import (
     NATIVE_POD_GROUP_API,
     NATIVE_POD_GROUP_VERSIONS,
     WORKLOAD_KINDS,
     GroupKey,
+    Pod,
     PodKey,
     pod_group_key,
 )
@@ -39,20 +53,38 @@ from scheduler.metrics import Metrics
 from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.scheduler import Scheduler
 from scheduler.snapshot import NodeTable
+from scheduler.volume_sim import VolumeControllers
 
 POD_GROUP_API_GROUPS = (
     "scheduling.x-k8s.io/",
     "scheduling.sigs.k8s.io/",
     *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
 )
-KINDS = ("Namespace", "Node", "Pod", "PriorityClass", "PodGroup", *WORKLOAD_KINDS)
+STORAGE_KINDS = tuple(STORAGE_PARSERS)
+KINDS = (
+    "Namespace",
+    "Node",
+    "Pod",
+    "PriorityClass",
+    "PodGroup",
+    *WORKLOAD_KINDS,
+    *STORAGE_KINDS,
+)
 
 
 class InputError(Exception):
     """Unreadable input; the message names the file and the problem."""
 
 
-CLUSTER_SCOPED = ("Namespace", "Node", "PriorityClass")
+CLUSTER_SCOPED = (
+    "Namespace",
+    "Node",
+    "PriorityClass",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+)
 
 
 def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
@@ -246,6 +278,7 @@ class Simulation:
         self.cluster = InMemoryCluster()
         self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
         self.cluster.on_pod_bound = self._bound
+        self.volumes: VolumeControllers | None = None
 
     def _bound(self, key: PodKey, node: str) -> None:
         obj = self.cluster.pods[key]
@@ -269,6 +302,7 @@ class Simulation:
         for o in by_kind["PodGroup"]:
             self.cluster.pod_groups[_group_key(o)] = o
             s.on_pod_group(o)
+        self._load_storage(by_kind)
         order: list[str] = []
         pending: list[tuple[str, int, dict[str, Any]]] = []
         for i, o in enumerate(by_kind["Pod"]):
@@ -286,6 +320,23 @@ class Simulation:
         for _, _, o in pending:
             s.on_pod(o)
         return order
+
+    def _load_storage(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Storage objects into the cluster and the volume store; the simulated
+        controllers then see every write (and what was pre-bound before)."""
+        if not any(by_kind[k] for k in STORAGE_KINDS):
+            return
+        feed = self.scheduler.on_volume_object
+        for kind in STORAGE_KINDS:
+            for o in by_kind[kind]:
+                if kind == "PersistentVolume":
+                    self.cluster.volumes[str(o["metadata"]["name"])] = o
+                elif kind == "PersistentVolumeClaim":
+                    self.cluster.claims[_key(o)] = o
+                feed(kind, o)
+        classes = {str(o["metadata"]["name"]): o for o in by_kind["StorageClass"]}
+        self.volumes = VolumeControllers(self.cluster, feed, classes)
+        self.volumes.sync()
 
     async def run(self, until: float | None = None) -> SimulationResult:
         """Schedule until nothing can change, or until virtual time `until`.
@@ -352,6 +403,23 @@ class Simulation:
             return None
         return t
 
+    def _volumes_of(self, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The pod's claims that the simulation bound or provisioned, by claim name."""
+        if self.volumes is None or not self.volumes.outcomes:
+            return {}
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or not spec.get("volumes"):
+            return {}
+        pod = parse_pod(obj)
+        if not isinstance(pod, Pod):
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for name in pod_claim_names(pod):
+            done = self.volumes.outcomes.get(f"{pod.namespace}/{name}")
+            if done is not None:
+                out[name] = {"pv": done.pv, "provisioned": done.provisioned}
+        return out
+
     def _result(self, order: list[str]) -> SimulationResult:
         s = self.scheduler
         pods: dict[str, dict[str, Any]] = {}
@@ -361,6 +429,9 @@ class Simulation:
             node = spec.get("nodeName") if isinstance(spec, dict) else None
             if node and isinstance(node, str):
                 pods[k] = {"node": node, "reason": None}
+                vols = self._volumes_of(obj)
+                if vols:
+                    pods[k]["volumes"] = vols
                 continue
             wp = s.waiting_pods.get(PodKey(k))
             reason = s.last_failure.get(PodKey(k))
@@ -438,6 +509,15 @@ def format_table(result: SimulationResult) -> str:
     lines.append(f"{'POD':<{w}}  {'NODE':<{nw}}  REASON")
     for k, v in result.pods.items():
         lines.append(f"{k:<{w}}  {v['node'] or '<pending>':<{nw}}  {v['reason'] or ''}".rstrip())
+    vols = [(k, c, v) for k, p in result.pods.items() for c, v in p.get("volumes", {}).items()]
+    if vols:
+        lines.append("")
+        pw = max([len("POD"), *(len(k) for k, _, _ in vols)])
+        cw = max([len("CLAIM"), *(len(c) for _, c, _ in vols)])
+        lines.append(f"{'POD':<{pw}}  {'CLAIM':<{cw}}  VOLUME")
+        for k, c, v in vols:
+            how = "provisioned" if v["provisioned"] else "bound"
+            lines.append(f"{k:<{pw}}  {c:<{cw}}  {v['pv']} ({how})")
     if result.pod_groups:
         lines.append("")
         gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])

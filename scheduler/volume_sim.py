@@ -11,6 +11,7 @@ what was bound or provisioned for each claim is recorded (`outcomes`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from scheduler.api.storage import (
@@ -29,6 +30,21 @@ HOSTNAME: Final = "kubernetes.io/hostname"
 Feed = Callable[[str, Mapping[str, Any]], None]
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimOutcome:
+    """What the controllers did for one claim: bound it to `pv`, which was
+    `provisioned` for it on `node` or was there already."""
+
+    pv: str
+    provisioned: bool = False
+    node: str = ""
+
+    def __str__(self) -> str:
+        if self.provisioned:
+            return f"provisioned PV {self.pv} on {self.node}"
+        return f"bound to PV {self.pv}"
+
+
 class VolumeControllers:
     def __init__(
         self,
@@ -39,9 +55,18 @@ class VolumeControllers:
         self.cluster = cluster
         self.feed = feed
         self.classes: dict[str, Mapping[str, Any]] = dict(classes or {})
-        # claim key -> "bound to PV <name>" / "provisioned PV <name> on <node>"
-        self.outcomes: dict[str, str] = {}
+        # claim key (ns/name) -> what was bound or provisioned for it
+        self.outcomes: dict[str, ClaimOutcome] = {}
         cluster.on_volume_write = self.on_write
+
+    def sync(self) -> None:
+        """One pass over what is there already, as the controllers do when they
+        start: PVs pre-bound to a claim bind it, claims with a selected node
+        are provisioned."""
+        for pv in list(self.cluster.volumes.values()):
+            self._pv_written(pv)
+        for claim in list(self.cluster.claims.values()):
+            self._claim_written(claim)
 
     def _next_rv(self, obj: dict[str, Any]) -> None:
         md = obj.setdefault("metadata", {})
@@ -62,7 +87,7 @@ class VolumeControllers:
             return
         name = pv["metadata"]["name"]
         self._bind(pv, claim)
-        self.outcomes[key] = f"bound to PV {name}"
+        self.outcomes[key] = ClaimOutcome(name)
 
     def _claim_written(self, claim: dict[str, Any]) -> None:
         pvc = parse_persistent_volume_claim(claim)
@@ -106,7 +131,7 @@ class VolumeControllers:
         self.cluster.volumes[name] = pv
         self.feed("PersistentVolume", pv)
         self._bind(pv, claim)
-        self.outcomes[pvc.key] = f"provisioned PV {name} on {node}"
+        self.outcomes[pvc.key] = ClaimOutcome(name, provisioned=True, node=node)
 
     def _bind(self, pv: dict[str, Any], claim: dict[str, Any]) -> None:
         """The PV controller's syncClaim: both sides Bound, bind-completed."""

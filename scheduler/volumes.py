@@ -12,6 +12,12 @@ assumed version, so the next pod does not pick the same PV. `restore_*`
 went through, or someone else changed the object). `api_pv` / `api_pvc` read
 the API's version only (PreBind checks progress on those).
 
+PVs are indexed as readers see them (assumed versions over the API's): the
+free ones (no claimRef) by class, and the others by the claim their claimRef
+names, so matching a claim looks at the PVs it could take and not at every PV
+of its class that is bound already (with dynamic provisioning that is all of
+them, and the lookup would grow with every pod scheduled).
+
 Usage per node is kept from the cache's charges (`pod_added`, `pod_removed`,
 assumed pods included): the claims each node's pods use (NodeVolumeLimits
 resolves them to CSI volume handles), inline CSI volumes, and an index from
@@ -53,7 +59,9 @@ class VolumeStore:
         self._capacities: dict[str, CSIStorageCapacity] = {}
         self._assumed_pv: dict[str, PersistentVolume] = {}
         self._assumed_pvc: dict[str, PersistentVolumeClaim] = {}
-        self._by_class: dict[str, set[str]] = {}
+        self._free_by_class: dict[str, set[str]] = {}
+        self._by_claim: dict[str, set[str]] = {}  # claimRef's ns/name -> PV names
+        self._indexed: dict[str, tuple[str, str | None]] = {}  # PV -> (class, claim)
         # Usage by placed (bound or assumed) pods.
         self._placed: dict[PodKey, tuple[str, str, tuple[PodVolume, ...]]] = {}
         self._node_claims: dict[str, Counter[str]] = {}
@@ -71,9 +79,7 @@ class VolumeStore:
         old: StorageObject | None
         if isinstance(obj, PersistentVolume):
             old = self.pv(obj.name)
-            prev = self._pvs.pop(obj.name, None)
-            if prev is not None:
-                self._by_class.get(prev.storage_class, set()).discard(obj.name)
+            self._pvs.pop(obj.name, None)
             assumed = self._assumed_pv.get(obj.name)
             if deleted or (
                 assumed is not None and assumed.resource_version != obj.resource_version
@@ -81,7 +87,7 @@ class VolumeStore:
                 self._assumed_pv.pop(obj.name, None)
             if not deleted:
                 self._pvs[obj.name] = obj
-                self._by_class.setdefault(obj.storage_class, set()).add(obj.name)
+            self._reindex(obj.name)
             self._changed()
         elif isinstance(obj, PersistentVolumeClaim):
             old = self.pvc(obj.key)
@@ -130,14 +136,45 @@ class VolumeStore:
     def api_pvc(self, key: str) -> PersistentVolumeClaim | None:
         return self._pvcs.get(key)
 
-    def pvs_in_class(self, storage_class: str) -> list[PersistentVolume]:
-        """PVs of a class (assumed versions), by name."""
+    def free_pvs_in_class(self, storage_class: str) -> list[PersistentVolume]:
+        """PVs of a class without a claimRef (assumed versions), by name."""
+        return self._pvs_named(self._free_by_class.get(storage_class, ()))
+
+    def pvs_claimed_by(self, claim_key: str) -> list[PersistentVolume]:
+        """PVs whose claimRef names the claim `namespace/name` (assumed versions;
+        the uid is not compared here), by name."""
+        return self._pvs_named(self._by_claim.get(claim_key, ()))
+
+    def _pvs_named(self, names: Iterable[str]) -> list[PersistentVolume]:
         out = []
-        for name in sorted(self._by_class.get(storage_class, ())):
+        for name in sorted(names):
             pv = self.pv(name)
             if pv is not None:
                 out.append(pv)
         return out
+
+    def _reindex(self, name: str) -> None:
+        """Move PV `name` to the index entries of the version readers see now."""
+        prev = self._indexed.pop(name, None)
+        if prev is not None:
+            sc, claim = prev
+            index = self._free_by_class if claim is None else self._by_claim
+            key = sc if claim is None else claim
+            names = index.get(key)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del index[key]
+        pv = self.pv(name)
+        if pv is None:
+            return
+        ref = pv.claim_ref
+        claim = None if ref is None else f"{ref.namespace}/{ref.name}"
+        self._indexed[name] = (pv.storage_class, claim)
+        if claim is None:
+            self._free_by_class.setdefault(pv.storage_class, set()).add(name)
+        else:
+            self._by_claim.setdefault(claim, set()).add(name)
 
     def storage_class(self, name: str) -> StorageClass | None:
         return self._classes.get(name)
@@ -173,6 +210,7 @@ class VolumeStore:
         raw["metadata"], raw["spec"] = md, spec
         new = replace(pv, claim_ref=ClaimRef(claim.namespace, claim.name, claim.uid), raw=raw)
         self._assumed_pv[pv.name] = new
+        self._reindex(pv.name)
         return new
 
     def assume_pvc(self, claim: PersistentVolumeClaim, node: str) -> PersistentVolumeClaim:
@@ -188,6 +226,7 @@ class VolumeStore:
 
     def restore_pv(self, name: str) -> None:
         self._assumed_pv.pop(name, None)
+        self._reindex(name)
 
     def restore_pvc(self, key: str) -> None:
         self._assumed_pvc.pop(key, None)

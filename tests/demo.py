@@ -3,15 +3,19 @@
 Starts the embedded API server (tests/apiserver) on localhost, serving
 Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1) as a cluster with the
 GenericWorkload gate does, applies the repository's CRDs and the nodes,
-PodGroups (of both APIs) and pods of
+PodGroups (of both APIs), storage classes, claims and pods of
 manifests/examples/demo-cluster.yaml, writes a kubeconfig for it, and starts
 `troupe run --kubeconfig <that file>` as a child process, exactly as a user
 would start it against a cluster: kopf watches, the scheduler schedules, binds
 through pods/binding and writes conditions, Events and PodGroup status. It
 prints the pods as they get bound and the PodGroups as their status changes,
 and ends by itself once every pod is bound or has a reason and nothing has
-changed for a few seconds; with --keep-running it stays up so you can look with
-kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
+changed for a few seconds. No storage provisioner runs against the embedded
+server, so the demo plays one (`provision`): a claim of a class with a
+provisioner that Troupe has given a ``volume.kubernetes.io/selected-node`` gets
+a PV on that node, bound to it, as a CSI provisioner and the PV controller would
+do; the pod waiting for it at PreBind is then bound. With --keep-running it
+stays up so you can look with kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,20 @@ from tests.integration.troupe import Troupe
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"
-ORDER = ("Namespace", "PriorityClass", "Node", "PodGroup", "Pod")
+ORDER = (
+    "Namespace",
+    "PriorityClass",
+    "StorageClass",
+    "CSIDriver",
+    "CSINode",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Node",
+    "PodGroup",
+    "Pod",
+)
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+NO_PROVISIONER = "kubernetes.io/no-provisioner"
 # The scheduling.k8s.io version the demo's API server serves.
 NATIVE_VERSION = "v1beta1"
 
@@ -61,6 +78,70 @@ def load(srv: ApiServer, objects: list[dict[str, Any]]) -> None:
                     md.pop(k, None)  # the API server assigns these
                 o["metadata"] = md
                 srv.create(o)
+
+
+def provision(srv: ApiServer) -> list[str]:
+    """Play the provisioner and the PV controller once over the server's claims:
+    each unbound claim with a selected node, of a class that has a provisioner,
+    gets a PV on that node and is bound to it. Says what it made."""
+    classes = {
+        sc["metadata"]["name"]: sc.get("provisioner", NO_PROVISIONER)
+        for sc in srv.objects("storageclasses")
+    }
+    made = []
+    for claim in srv.objects("persistentvolumeclaims"):
+        md, spec = claim["metadata"], claim.get("spec") or {}
+        node = (md.get("annotations") or {}).get(SELECTED_NODE)
+        provisioner = classes.get(spec.get("storageClassName") or "", NO_PROVISIONER)
+        if not node or spec.get("volumeName") or provisioner == NO_PROVISIONER:
+            continue
+        name = f"pvc-{md['uid']}"
+        srv.create(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"pv.kubernetes.io/provisioned-by": provisioner},
+                },
+                "spec": {
+                    "capacity": dict((spec.get("resources") or {}).get("requests") or {}),
+                    "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                    "storageClassName": spec.get("storageClassName"),
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "csi": {"driver": provisioner, "volumeHandle": name},
+                    "claimRef": {
+                        "apiVersion": "v1",
+                        "kind": "PersistentVolumeClaim",
+                        "namespace": md["namespace"],
+                        "name": md["name"],
+                        "uid": md["uid"],
+                    },
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/hostname",
+                                            "operator": "In",
+                                            "values": [node],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+                "status": {"phase": "Bound"},
+            }
+        )
+        spec["volumeName"] = name
+        md.setdefault("annotations", {})["pv.kubernetes.io/bind-completed"] = "yes"
+        claim["status"] = {"phase": "Bound", "capacity": dict(spec["resources"]["requests"])}
+        srv.apply(claim)
+        made.append(f"{md['namespace']}/{md['name']} -> PV {name} on {node}")
+    return made
 
 
 def snapshot(srv: ApiServer) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
@@ -124,8 +205,11 @@ def demo(args: argparse.Namespace) -> int:
         with troupe:
             while troupe.running:
                 time.sleep(0.25)
-                pods, groups = snapshot(srv)
                 changed = False
+                for what in provision(srv):
+                    say(f"  provisioner: {what}")
+                    changed = True
+                pods, groups = snapshot(srv)
                 for key, where in sorted(pods.items()):
                     if seen_pods.get(key) != where:
                         seen_pods[key] = where

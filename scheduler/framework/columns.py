@@ -28,6 +28,13 @@ def _ids(nodes: NodeTable, key: str, values: tuple[str, ...]) -> list[int]:
     return [vocab[v] for v in values if v in vocab]
 
 
+def _in(vals: np.ndarray, ids: list[int]) -> BoolArray:
+    """np.isin, with one value compared directly (isin costs ~40 us a call)."""
+    if len(ids) == 1:
+        return vals == ids[0]  # type: ignore[no-any-return]
+    return np.isin(vals, ids)
+
+
 def requirement_mask(req: Requirement, nodes: NodeTable, rows: IntpArray) -> BoolArray:
     col = nodes.labels.get(req.key)
     if col is None:
@@ -43,10 +50,10 @@ def requirement_mask(req: Requirement, nodes: NodeTable, rows: IntpArray) -> Boo
         return vals < 0
     if op is SelectorOp.IN:
         ids = _ids(nodes, req.key, req.values)
-        return np.isin(vals, ids) if ids else np.zeros(len(rows), dtype=bool)
+        return _in(vals, ids) if ids else np.zeros(len(rows), dtype=bool)
     if op is SelectorOp.NOT_IN:
         ids = _ids(nodes, req.key, req.values)
-        return ~np.isin(vals, ids) if ids else np.ones(len(rows), dtype=bool)
+        return ~_in(vals, ids) if ids else np.ones(len(rows), dtype=bool)
     # Gt / Lt: compare each vocabulary value once as an integer.
     try:
         want = int(req.values[0])

@@ -331,11 +331,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         `claim` (-1: none), marking it taken on that row."""
         n = len(rows)
         choice = np.full(n, -1, dtype=np.intp)
-        pvs = self.store.pvs_in_class(claim.storage_class)
         prebound = [
             pv
-            for pv in pvs
-            if bound_to_claim(pv, claim)
+            for pv in self.store.pvs_claimed_by(claim.key)
+            if pv.storage_class == claim.storage_class
+            and bound_to_claim(pv, claim)
             and not pv.deleting
             and pv.capacity >= claim.request
             and pv.volume_mode == claim.volume_mode
@@ -344,7 +344,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             cands = prebound[:1]
         else:
             cands = sorted(
-                (pv for pv in pvs if pv_matches_claim_statically(pv, claim)),
+                (
+                    pv
+                    for pv in self.store.free_pvs_in_class(claim.storage_class)
+                    if pv_matches_claim_statically(pv, claim)
+                ),
                 key=lambda pv: (pv.capacity, pv.name),
             )
         for j, pv in enumerate(cands):

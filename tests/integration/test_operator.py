@@ -8,6 +8,7 @@ wrote: bindings, conditions, Events, PodGroup status, and who wrote them.
 from __future__ import annotations
 
 import base64
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -375,7 +376,12 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "Starting: troupe run --kubeconfig" in out
-    assert "9 of 14 pods bound" in out
+    assert "10 of 15 pods bound" in out
+    # the WaitForFirstConsumer claim: Troupe picks the node, the demo's provisioner
+    # makes the PV there, and the pod is bound to that node
+    prov = re.search(r"provisioner: shop/db-data -> PV pvc-\S+ on (\S+)", out)
+    assert prov is not None, out
+    assert re.search(rf"pod shop/db +-> {prov.group(1)}$", out, re.M), out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
     # the native gang (scheduling.k8s.io/v1beta1) binds whole and says so

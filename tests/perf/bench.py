@@ -32,6 +32,7 @@ from scheduler.cluster import InMemoryCluster
 from scheduler.config import default_config
 from scheduler.plugins.registry import IN_TREE
 from scheduler.scheduler import Scheduler
+from scheduler.volume_sim import VolumeControllers
 from tests.perf import workloads
 
 
@@ -48,6 +49,10 @@ class Case:
     affinity: bool = False  # the measured pods require zone-0 or zone-1
     pod_affinity: str | None = None  # "anti" | "affinity": running and measured pods
     zones: int = 3
+    # "bound": each measured pod's claim is bound to a PV with zone node affinity;
+    # "wffc": each has its own WaitForFirstConsumer claim, provisioned on the
+    # chosen node by the simulated provisioner (scheduler.volume_sim) at PreBind
+    volumes: str | None = None
     target_ms_per_group: float | None = None
 
 
@@ -81,6 +86,8 @@ CASES: dict[str, Case] = {
             spread="ScheduleAnyway",
             target_pods_per_s=510.0,
         ),
+        Case("volume-bound-5000", 5000, 1000, 5000, volumes="bound"),
+        Case("volume-wffc-5000", 5000, 1000, 5000, volumes="wffc"),
     )
 }
 
@@ -100,6 +107,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
     t0 = time.perf_counter()
     for i in range(case.nodes):
         sched.on_node(workloads.node(i, zones=case.zones))
+    controllers = _volumes(case, sched, cluster)
     for i in range(case.running):
         o = workloads.pod(
             i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
@@ -120,6 +128,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
             affinity=case.affinity,
             pod_affinity=case.pod_affinity,
         )
+        if case.volumes:
+            workloads.with_claim(o, f"data-{i}")
         cluster.pods[f"sched-perf/pod-{i}"] = o
         sched.on_pod(o)
     t_load = time.perf_counter() - t0
@@ -137,6 +147,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
     elapsed = time.perf_counter() - t1
     stats = sched.statistics()
     bound_pods = cluster.binds
+    if controllers is not None:
+        assert len(controllers.outcomes) == bound_pods, "a pod bound without its volume"
     return {
         "case": case.name,
         "nodes": case.nodes,
@@ -156,6 +168,30 @@ async def _run_case(case: Case) -> dict[str, Any]:
         else None,
         "target_ms_per_group": case.target_ms_per_group,
     }
+
+
+def _volumes(case: Case, sched: Scheduler, cluster: InMemoryCluster) -> VolumeControllers | None:
+    """The measured pods' claims (and PVs), loaded before the timed part."""
+    if case.volumes == "bound":
+        for i in range(case.to_schedule):
+            pv, claim = workloads.zone_volume(i, zones=case.zones)
+            cluster.volumes[pv["metadata"]["name"]] = pv
+            cluster.claims[f"sched-perf/data-{i}"] = claim
+            sched.on_volume_object("PersistentVolume", pv)
+            sched.on_volume_object("PersistentVolumeClaim", claim)
+        return None
+    if case.volumes == "wffc":
+        sc = workloads.wffc_class()
+        sched.on_volume_object("StorageClass", sc)
+        controllers = VolumeControllers(
+            cluster, sched.on_volume_object, {sc["metadata"]["name"]: sc}
+        )
+        for i in range(case.to_schedule):
+            claim = workloads.claim_obj(f"data-{i}", sc["metadata"]["name"])
+            cluster.claims[f"sched-perf/data-{i}"] = claim
+            sched.on_volume_object("PersistentVolumeClaim", claim)
+        return controllers
+    return None
 
 
 def run_case(name: str) -> dict[str, Any]:

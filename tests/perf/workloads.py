@@ -136,3 +136,78 @@ def pod(
         "spec": spec,
         "status": {"phase": "Running" if node_name else "Pending"},
     }
+
+
+def zone_volume(i: int, zones: int = 3) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A PV bound to claim `data-<i>`, with node affinity to one zone (as CSI
+    migration writes it for a cloud disk), and that claim: scheduler_perf's
+    SchedulingInTreePVs/SchedulingCSIPVs pairs, pre-bound."""
+    name, claim = f"pv-{i}", f"data-{i}"
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": f"vol-{i}"},
+            "claimRef": {"namespace": "sched-perf", "name": claim, "uid": f"uid-{claim}"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "topology.kubernetes.io/zone",
+                                    "operator": "In",
+                                    "values": [f"zone-{i % zones}"],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+        "status": {"phase": "Bound"},
+    }
+    return pv, claim_obj(claim, "", volume=name)
+
+
+def claim_obj(name: str, storage_class: str, volume: str = "") -> dict[str, Any]:
+    md: dict[str, Any] = {
+        "name": name,
+        "namespace": "sched-perf",
+        "uid": f"uid-{name}",
+        "resourceVersion": "1",
+        "annotations": {"pv.kubernetes.io/bind-completed": "yes"} if volume else {},
+    }
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": storage_class,
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": md,
+        "spec": spec,
+        "status": {"phase": "Bound" if volume else "Pending"},
+    }
+
+
+def wffc_class(name: str = "csi-wffc") -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": "csi.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def with_claim(obj: dict[str, Any], claim: str) -> dict[str, Any]:
+    obj["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    return obj

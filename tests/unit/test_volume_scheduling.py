@@ -74,7 +74,9 @@ def test_wait_for_first_consumer_claim_is_provisioned_on_the_chosen_node() -> No
     claim = env.cluster.claims["default/data"]
     assert claim["metadata"]["annotations"][ANN_SELECTED_NODE] == node
     assert claim["spec"]["volumeName"] in env.cluster.volumes
-    assert env.ctl.outcomes["default/data"].startswith("provisioned PV ")
+    outcome = env.ctl.outcomes["default/data"]
+    assert outcome.provisioned and outcome.node == node
+    assert str(outcome).startswith("provisioned PV ")
 
 
 def test_static_local_pv_decides_the_node() -> None:
