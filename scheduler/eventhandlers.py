@@ -14,7 +14,6 @@ from typing import Any, Final
 from scheduler.api.parse import (
     parse_node,
     parse_pdb,
-    parse_pod,
     parse_pod_group,
     parse_priority_class,
     parse_workload,
@@ -173,7 +172,9 @@ class EventHandlers(SchedulerState):
         self._notify()
 
     def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
-        pod = parse_pod(obj, self.priority_classes, self.milli)
+        pod = self.pod_parser.parse(obj, self.priority_classes, self.milli)
+        if deleted:
+            self.pod_parser.forget(obj)
         if isinstance(pod, InvalidObject):
             if deleted:
                 self.invalid.pop(pod.key, None)

@@ -16,12 +16,18 @@ scheduling work are *fenced*: right before a request leaves, `fence()` must
 say this replica still leads, else it fails with `NotLeader` (a leader that
 could not renew in time drops its queued binds instead of sending them late).
 
+The requests made per pod (binds, Events, pod status patches) skip the
+generated API: `KubeClient._send` writes them through the client's own
+connection pool with its headers and credentials, as JSON built here; the
+generated API's per-call machinery cost ~1 ms of CPU per call (DESIGN.md, "The
+operator path: measured costs"). Other calls go through the generated API,
+with `_preload_content=False` where the answer is not a model the client can
+parse (a real API server answers a binding with a Status).
+
 A 409 on bind raises BindConflict (the scheduler then reads the pod to tell a
-bind by someone else from a re-created pod); a 404 raises NotFound. Bindings
-are read with `_preload_content=False`: a real API server answers a binding
-with a Status that the client cannot parse into a Binding. Other API errors
-become `ApiError`, whose text is the status and the server's message, not the
-response headers.
+bind by someone else from a re-created pod); a 404 raises NotFound. Other API
+errors become `ApiError`, whose text is the status and the server's message,
+not the response headers.
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
+from urllib.parse import quote
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -64,6 +72,10 @@ RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
 LIST_TIMEOUT: Final = (5.0, 120.0)
 MERGE_PATCH: Final = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
+JSON: Final = "application/json"
+# The generated API's name for the credentials of every core call.
+AUTH_SETTINGS: Final = ["BearerToken"]
 
 
 class ApiError(Exception):
@@ -257,6 +269,11 @@ def _split(key: str) -> tuple[str, str]:
     return ns, name
 
 
+def _seg(s: str) -> str:
+    """A path segment, escaped as the generated API escapes path parameters."""
+    return quote(s, safe="")
+
+
 def _now_rfc3339() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -326,6 +343,54 @@ class KubeClient:
     async def _write(self, what: str, fn: Callable[[tuple[float, float]], T]) -> T:
         return await self.writes.call(what, fn, self.fence)
 
+    def _patch_pod_status(
+        self, pod: PodKey, patch: Mapping[str, Any], timeout: tuple[float, float]
+    ) -> urllib3.BaseHTTPResponse:
+        """A strategic-merge patch of the pod's status (what the generated
+        `patch_namespaced_pod_status` sends for a dict)."""
+        ns, name = _split(pod)
+        path = f"/api/v1/namespaces/{_seg(ns)}/pods/{_seg(name)}/status"
+        return self._send("PATCH", path, patch, timeout, STRATEGIC_MERGE_PATCH)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any],
+        timeout: tuple[float, float],
+        content_type: str = JSON,
+    ) -> urllib3.BaseHTTPResponse:
+        """One JSON request through the client's own connection pool, with its
+        default headers (User-Agent), cookie and credentials (a rotating token
+        refreshed as the client does), for the calls made per pod (binds,
+        Events, pod status patches). The generated API's per-call machinery
+        (parameter validation and sanitizing, header negotiation, response
+        wrapping) cost ~1 ms of CPU per call; this is the same request without it.
+        A non-2xx answer raises the client's ApiException, as `_preload_content=False`
+        calls do, so callers map errors and Lanes retry exactly as before."""
+        api = self.api
+        headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        queries: list[tuple[str, str]] = []
+        api.update_params_for_auth(headers, queries, AUTH_SETTINGS, path, method, body)
+        url = api.configuration.host + path
+        if queries:
+            url += "?" + "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in queries)
+        try:
+            r = api.rest_client.pool_manager.request(
+                method,
+                url,
+                body=json.dumps(body, separators=(",", ":")).encode(),
+                headers=headers,
+                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+            )
+        except urllib3.exceptions.SSLError as e:  # as the client's REST layer
+            raise k8s.ApiException(status=0, reason=f"{type(e).__name__}\n{e}") from None
+        if not 200 <= r.status <= 299:
+            raise k8s.ApiException.from_response(http_resp=r, body=None, data=None)
+        return r
+
     # ---- ClusterClient -------------------------------------------------------------
 
     async def bind(self, pod: PodKey, uid: str, node: NodeName) -> None:
@@ -336,13 +401,9 @@ class KubeClient:
             "metadata": {"name": name, "namespace": ns, **({"uid": uid} if uid else {})},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
+        path = f"/api/v1/namespaces/{_seg(ns)}/pods/{_seg(name)}/binding"
         try:
-            await self._write(
-                f"bind {pod}",
-                lambda t: self.core.create_namespaced_pod_binding(
-                    name, ns, body, _preload_content=False, _request_timeout=t
-                ),
-            )
+            await self._write(f"bind {pod}", lambda t: self._send("POST", path, body, t))
         except k8s.ApiException as e:
             if e.status == 409:
                 raise BindConflict(f"pod {pod}: {_api_error(e)}") from None
@@ -405,15 +466,10 @@ class KubeClient:
             await self._create_event(op)
             return
         try:
+            path = f"/api/v1/namespaces/{_seg(op.namespace)}/events/{_seg(op.name)}"
             await self.event_lane.call(
                 f"event for {obj.namespace}/{obj.name}",
-                lambda t: self.core.patch_namespaced_event(
-                    op.name,
-                    op.namespace,
-                    dict(op.body),
-                    _preload_content=False,
-                    _request_timeout=t,
-                ),
+                lambda t: self._send("PATCH", path, op.body, t, STRATEGIC_MERGE_PATCH),
             )
             self.events_written += 1
         except k8s.ApiException as e:
@@ -427,11 +483,10 @@ class KubeClient:
 
     async def _create_event(self, op: Create) -> None:
         try:
+            path = f"/api/v1/namespaces/{_seg(op.namespace)}/events"
             await self.event_lane.call(
                 f"event {op.body['metadata']['name']}",
-                lambda t: self.core.create_namespaced_event(
-                    op.namespace, _any(op.body), _preload_content=False, _request_timeout=t
-                ),
+                lambda t: self._send("POST", path, op.body, t),
             )
             self.events_written += 1
         except k8s.ApiException as e:
@@ -439,7 +494,6 @@ class KubeClient:
             raise _api_error(e) from None
 
     async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
-        ns, name = _split(pod)
         cond = {
             "type": "PodScheduled",
             "status": status,
@@ -450,13 +504,7 @@ class KubeClient:
         try:
             await self._write(
                 f"condition of {pod}",
-                lambda t: self.core.patch_namespaced_pod_status(
-                    name,
-                    ns,
-                    {"status": {"conditions": [cond]}},
-                    _preload_content=False,
-                    _request_timeout=t,
-                ),
+                lambda t: self._patch_pod_status(pod, {"status": {"conditions": [cond]}}, t),
             )
         except k8s.ApiException as e:
             if e.status != 404:
@@ -510,16 +558,11 @@ class KubeClient:
         return obj if isinstance(obj, dict) else {}
 
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
-        ns, name = _split(pod)
         try:
             await self._write(
                 f"nominated node of {pod}",
-                lambda t: self.core.patch_namespaced_pod_status(
-                    name,
-                    ns,
-                    {"status": {"nominatedNodeName": node or None}},
-                    _preload_content=False,
-                    _request_timeout=t,
+                lambda t: self._patch_pod_status(
+                    pod, {"status": {"nominatedNodeName": node or None}}, t
                 ),
             )
         except k8s.ApiException as e:
@@ -527,7 +570,6 @@ class KubeClient:
                 raise _api_error(e) from None
 
     async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
-        ns, name = _split(pod)
         cond = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -538,13 +580,7 @@ class KubeClient:
         try:
             await self._write(
                 f"DisruptionTarget of {pod}",
-                lambda t: self.core.patch_namespaced_pod_status(
-                    name,
-                    ns,
-                    {"status": {"conditions": [cond]}},
-                    _preload_content=False,
-                    _request_timeout=t,
-                ),
+                lambda t: self._patch_pod_status(pod, {"status": {"conditions": [cond]}}, t),
             )
         except k8s.ApiException as e:
             if e.status == 404:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.api.parse import PodParser
 from scheduler.api.types import (
     GroupKey,
     InvalidObject,
@@ -108,6 +109,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
         self.isolated = _isolated_from(config)
         # cpu and the isolated resource are kept in milli-units.
         self.milli = frozenset({"cpu", self.isolated.resource})
+        self.pod_parser = PodParser()
         self.cache = Cache(clock, self.isolated, config.troupe.assumed_pod_ttl_seconds)
         self.snapshot = Snapshot()
         self.waiting_pods = WaitingPods()

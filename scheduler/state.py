@@ -19,6 +19,7 @@ import random
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from scheduler.api.parse import PodParser
 from scheduler.api.types import (
     GroupKey,
     InvalidObject,
@@ -63,6 +64,7 @@ class SchedulerState:
     clock: Clock
     isolated: IsolatedCPU
     milli: frozenset[str]
+    pod_parser: PodParser
     cache: Cache
     snapshot: Snapshot
     waiting_pods: WaitingPods

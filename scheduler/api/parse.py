@@ -33,6 +33,11 @@ Views hold plain dicts (labels, annotations, requests, ...) built here and
 referenced by nothing else; they are read-only by convention, not wrapped in
 MappingProxyType, because wrapping costs time on the hot path of parsing every
 pod of a large cluster. `raw` is the object as given.
+
+`PodParser` remembers the pods it parsed: an update that changes only what a
+binding or the kubelet writes (spec.nodeName, status, resourceVersion,
+managedFields...) reuses the view instead of parsing it again (see its
+docstring for what counts as unchanged).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from __future__ import annotations
 import re
 from calendar import timegm
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
@@ -97,6 +103,7 @@ __all__ = [
     "MILLI_RESOURCES",
     "POD_GROUP_API_GROUPS",
     "ParsedObject",
+    "PodParser",
     "normalized_image_name",
     "parse_label_selector",
     "parse_node",
@@ -752,6 +759,131 @@ def parse_pod(
 ) -> Pod | InvalidObject:
     classes = priority_classes or {}
     return _guarded("Pod", obj, True, lambda o: _parse_pod(o, classes, milli_resources))
+
+
+# What of a pod's metadata its view depends on (_meta and _parse_pod read these).
+POD_META_KEYS: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "deletionTimestamp",
+    "creationTimestamp",
+    "ownerReferences",
+)
+
+
+@dataclass(slots=True)
+class _Seen:
+    pod: Pod
+    spec: dict[str, Any]  # shallow copy, without nodeName
+    meta: tuple[Any, ...]  # POD_META_KEYS' values, shallow copies
+    milli: frozenset[str]
+
+
+def _meta_view(md: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        dict(v) if isinstance(v, Mapping) else list(v) if isinstance(v, list) else v
+        for v in (md.get(k) for k in POD_META_KEYS)
+    )
+
+
+class PodParser:
+    """`parse_pod` for a stream of pod events: a pod seen before (same namespace,
+    name and uid) whose spec apart from nodeName and whose metadata fields in
+    `POD_META_KEYS` are unchanged keeps its view, with the fields that depend on
+    the rest re-read: node_name (spec.nodeName), phase (status.phase, so
+    `terminal` too), priority and preemption_policy (they may come from a
+    PriorityClass that changed since), and raw. That is the update after a
+    bind, a kubelet's status report, our own condition coming back. Anything
+    else parses again.
+
+    The comparison is against shallow copies taken when the pod was parsed: an
+    object is not changed in place below spec's and those metadata fields' top
+    level after it is handed in (the in-memory cluster sets spec.nodeName and
+    status in place, which is seen). Entries go with `forget` (a deleted pod)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, _Seen] = {}
+        self.parsed = 0  # full parses
+        self.reused = 0
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def parse(
+        self,
+        obj: Mapping[str, Any],
+        priority_classes: Mapping[str, PriorityClass] | None = None,
+        milli_resources: frozenset[str] = MILLI_RESOURCES,
+    ) -> Pod | InvalidObject:
+        classes = priority_classes or {}
+        md = obj.get("metadata") if isinstance(obj, Mapping) else None
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        if not isinstance(md, Mapping) or not isinstance(spec, Mapping):
+            return parse_pod(obj, classes, milli_resources)
+        key = f"{md.get('namespace') or 'default'}/{md.get('name')}"
+        rest = dict(spec)
+        node = rest.pop("nodeName", None)
+        meta = _meta_view(md)
+        seen = self._seen.get(key)
+        if (
+            seen is not None
+            and seen.spec == rest
+            and seen.meta == meta
+            and seen.milli == milli_resources
+        ):
+            pod = self._reuse(seen.pod, obj, spec, node, classes)
+            if pod is not None:
+                self.reused += 1
+                seen.pod = pod
+                return pod
+        self.parsed += 1
+        parsed = parse_pod(obj, classes, milli_resources)
+        if isinstance(parsed, Pod):
+            self._seen[key] = _Seen(parsed, rest, meta, milli_resources)
+        else:
+            self._seen.pop(key, None)
+        return parsed
+
+    @staticmethod
+    def _reuse(
+        old: Pod,
+        obj: Mapping[str, Any],
+        spec: Mapping[str, Any],
+        node: object,
+        classes: Mapping[str, PriorityClass],
+    ) -> Pod | None:
+        """The old view with what may differ re-read; None when that does not
+        read (a full parse then says why)."""
+        status = obj.get("status")
+        if status is None:
+            status = {}
+        if not isinstance(status, Mapping) or not (node is None or isinstance(node, str)):
+            return None
+        phase = status.get("phase")
+        if not (phase is None or isinstance(phase, str)):
+            return None
+        try:
+            priority = _priority(spec, classes)
+            policy = _preemption_policy(spec, classes)
+        except ParseError:
+            return None
+        return replace(
+            old,
+            node_name=node or "",
+            phase=phase or "Pending",
+            priority=priority,
+            preemption_policy=policy,
+            raw=obj,
+        )
+
+    def forget(self, obj: Mapping[str, Any]) -> None:
+        """Drop what is remembered of this pod (it was deleted)."""
+        md = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if isinstance(md, Mapping):
+            self._seen.pop(f"{md.get('namespace') or 'default'}/{md.get('name')}", None)
 
 
 def parse_node(

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from kubernetes import client as k8s
 from scheduler.api.types import NodeName, PodKey
 from scheduler.cluster import BindConflict, NotFound, NotLeader
 from scheduler.events import ObjectRef
-from scheduler.kube import ApiError, KubeClient
+from scheduler.kube import ApiError, KubeClient, load_api_client
 from scheduler.leader import LeaseConflict, LeaseRecord
 from tests.apiserver import ApiServer
 
@@ -160,6 +161,45 @@ async def test_conditions_and_podgroup_status(env: tuple[ApiServer, KubeClient])
     assert srv.get("podgroups", "default", "g")["status"] == {"phase": "Scheduling", "running": 0}  # type: ignore[index]
     with pytest.raises(NotFound):
         await kube.patch_pod_group_status("default/none", {"phase": "Running"})
+
+
+async def test_per_pod_writes_over_tls_carry_the_token_and_content_types(
+    tmp_path: Path,
+) -> None:
+    """Binds, Events and status patches skip the generated API (KubeClient._send):
+    they still verify the server's certificate, carry the bearer token and the
+    client's User-Agent, and send the content types the generated API would."""
+    async with ApiServer(tls=True, token="right") as srv:
+        p = srv.create(POD)
+        kube = KubeClient(
+            load_api_client(str(srv.write_kubeconfig(tmp_path / "kc", token="right"))),
+            backoff=0.01,
+            identity="test",
+        )
+        wrong = KubeClient(
+            load_api_client(str(srv.write_kubeconfig(tmp_path / "bad", token="wrong"))),
+            retries=0,
+            identity="wrong",
+        )
+        try:
+            await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "m")
+            await kube.record_event(ref(p), "Warning", "FailedScheduling", "m", "Scheduling")
+            await kube.record_event(ref(p), "Warning", "FailedScheduling", "m", "Scheduling")
+            await kube.set_nominated_node(PodKey("default/p"), "n2")
+            await kube.bind(PodKey("default/p"), p["metadata"]["uid"], NodeName("n1"))
+            got = srv.get("pods", "default", "p")
+            assert got is not None
+            assert got["spec"]["nodeName"] == "n1"
+            assert got["status"]["nominatedNodeName"] == "n2"
+            assert [e["count"] for e in srv.objects("events")] == [2]
+            assert srv.writes and all(w.status < 300 for w in srv.writes)
+            assert all("(test)" in w.user_agent for w in srv.writes)
+            with pytest.raises(ApiError) as e:
+                await wrong.bind(PodKey("default/p"), "", NodeName("n2"))
+            assert e.value.status == 401
+        finally:
+            kube.close()
+            wrong.close()
 
 
 async def test_lease_create_update_and_conflicts(env: tuple[ApiServer, KubeClient]) -> None:

@@ -24,9 +24,14 @@ BUCKETS: Final = (
     ("scheduling cycle (schedule_one)", ("schedule_one (",)),
     ("parse_pod / parse_node", ("parse_pod (", "parse_node (")),
     ("handlers: cache + queue", ("_safely (", "initial_sync (")),
-    ("client: binds", ("create_namespaced_pod_binding", "_post_binding", "bind (scheduler/kube")),
-    ("client: events", ("namespaced_event", "record_event (", "_post_event")),
-    ("client: conditions/status", ("patch_namespaced_pod_status", "set_pod_condition (")),
+    # KubeClient's methods on the loop, and their requests in the lane's threads
+    # (`KubeClient.bind.<locals>.<lambda>` calling `_send`).
+    ("client: binds", ("create_namespaced_pod_binding", "_post_binding", "KubeClient.bind")),
+    ("client: events", ("namespaced_event", "record_event", "_post_event", "_create_event")),
+    (
+        "client: conditions/status",
+        ("patch_namespaced_pod_status", "_patch_pod_status", "set_pod_condition ("),
+    ),
     ("client: lease", ("namespaced_lease", "KubeLease", "leader.py")),
     ("binding cycle (scheduler)", ("_binding_cycle (",)),
     ("kopf: watch stream + JSON", ("iter_jsonlines", "watch_objs", "continuous_watch")),
