@@ -196,3 +196,19 @@ def test_preemption_properties(
             assert overtaken or len(bound) >= c.pending_gangs[preemptor], (preemptor, pods)
         else:
             assert overtaken or pods[preemptor]["node"] in nodes_of[preemptor], (preemptor, pods)
+
+
+def test_two_preemptions_do_not_each_take_a_member_of_one_gang() -> None:
+    """Found by the property above: a gang of 4 with minMember 3 lost one member to
+    each of two preemptors, each counting the other's victim as still placed."""
+    c = build(
+        [2, 2, 2, 2],
+        [(1, 0), (1, 0)],
+        [Gang(3, (1, 1, 1, 2), 0)],
+        [(1, 100), (2, 100), (2, 100)],
+        [],
+    )
+    pods = simulate(c.objects, default_config(IN_TREE)).to_json_obj()["pods"]
+    members = c.running_gangs["default/rg0"][1]
+    left = [m for m in members if pods[m]["node"]]
+    assert not left or len(left) >= 3, left
