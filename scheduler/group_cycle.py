@@ -179,9 +179,12 @@ class GroupCycle(SchedulerState):
                 elif isinstance(result, FitError):
                     rows = snap.valid_rows()
                     want = len(rows)
-                    found, _ = plugin.find_candidates(
-                        state, qpi.pod, snap, profile, rows, 0, want, whole_gangs=True
-                    )
+                    # pods nominated with equal or higher priority keep the room
+                    # they wait for, as in a lone pod's PostFilter
+                    with self._nominated_charged(qpi.pod):
+                        found, _ = plugin.find_candidates(
+                            state, qpi.pod, snap, profile, rows, 0, want, whole_gangs=True
+                        )
                     best = pick_one(found)
                     if best is None:
                         return False

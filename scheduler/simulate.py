@@ -23,12 +23,24 @@ VolumeBinding pre-binds binds its claim, both at once on the virtual clock.
 Each scheduled pod's result names the claims bound or provisioned for it
 (``volumes``). Nothing binds Immediate claims nobody pre-bound: their pods wait,
 as with kube-scheduler, on "pod has unbound immediate PersistentVolumeClaims".
+
+Preemption runs as on a cluster: the simulator plays the API server and the
+kubelets. A victim the scheduler deletes is updated at once (its
+deletionTimestamp, as the watch would deliver it) and removed after its grace
+period on the virtual clock; the run goes on while any such removal is due.
+Pods without metadata.uid get one (a stable uuid5 of their namespace/name), as
+the API server would give them, so that the `Preempted` events, which name the
+preemptor by uid, can be read back. Victims stay in the output with node null,
+`preemptedBy` naming their preemptor (a pod, or a gang's PodGroup) and the node
+they were taken from in `preemptedFrom`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -67,9 +79,14 @@ KINDS = (
     "Pod",
     "PriorityClass",
     "PodGroup",
+    "PodDisruptionBudget",
     *WORKLOAD_KINDS,
     *STORAGE_KINDS,
 )
+# The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
+_PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
+_PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
+_UID_NAMESPACE = uuid.UUID("6f1d3a52-6c1b-4c55-9a3e-2f1b7d0c9e41")
 
 
 class InputError(Exception):
@@ -180,6 +197,10 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         raise InputError(f"{where}: object has no kind")
     if kind not in KINDS:
         return  # other kinds (Deployments, Services...) are not simulated
+    if kind == "PodDisruptionBudget" and not str(doc.get("apiVersion", "")).startswith("policy/"):
+        raise InputError(
+            f"{where}: PodDisruptionBudget apiVersion {doc.get('apiVersion')!r} is not policy/v1"
+        )
     if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
         raise InputError(
             f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
@@ -279,11 +300,35 @@ class Simulation:
         self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
         self.cluster.on_pod_bound = self._bound
         self.volumes: VolumeControllers | None = None
+        self.cluster.on_pod_deleted = self._deleted
+        # Pods removed after their grace period: (object, node it was on).
+        self.removed: dict[str, tuple[dict[str, Any], str | None]] = {}
+        self.terminating = 0  # deleted pods whose removal is still due
 
     def _bound(self, key: PodKey, node: str) -> None:
         obj = self.cluster.pods[key]
         obj.setdefault("status", {})["phase"] = "Running"
         self.scheduler.on_pod(obj)
+
+    def _deleted(self, key: PodKey, grace: int) -> None:
+        """A delete (a preemption's victim): the update with the deletionTimestamp
+        now, the removal once the grace period has passed, as a kubelet would."""
+        obj = self.cluster.pods.get(key)
+        if obj is None:
+            return
+        self.scheduler.on_pod(obj)
+        self.terminating += 1
+        self.clock.call_at(self.clock.now() + max(0, grace), lambda: self._remove(key))
+
+    def _remove(self, key: PodKey) -> None:
+        self.terminating -= 1
+        obj = self.cluster.pods.pop(key, None)
+        if obj is None:
+            return
+        spec = obj.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        self.removed[key] = (obj, node if isinstance(node, str) and node else None)
+        self.scheduler.on_pod(obj, deleted=True)
 
     def _load(self) -> list[str]:
         s = self.scheduler
@@ -303,10 +348,16 @@ class Simulation:
             self.cluster.pod_groups[_group_key(o)] = o
             s.on_pod_group(o)
         self._load_storage(by_kind)
+        for o in by_kind["PodDisruptionBudget"]:
+            s.on_pdb(o)
         order: list[str] = []
         pending: list[tuple[str, int, dict[str, Any]]] = []
         for i, o in enumerate(by_kind["Pod"]):
             k = _key(o)
+            md = o.get("metadata")
+            if isinstance(md, dict) and not md.get("uid"):
+                # as the API server would; a copy: the caller's object is left as it is
+                o["metadata"] = {**md, "uid": str(uuid.uuid5(_UID_NAMESPACE, k))}
             order.append(k)
             self.cluster.pods[k] = o
             spec = o.get("spec")
@@ -353,6 +404,7 @@ class Simulation:
         cfg = s.config
         quiet = cfg.troupe.unschedulable_flush_seconds + cfg.pod_max_backoff_seconds
         binds, last_change = self.cluster.binds, self.clock.now()
+        removed = 0
         while True:
             while s.schedule_one():
                 pass
@@ -361,6 +413,9 @@ class Simulation:
                 continue
             if self.cluster.binds != binds:
                 binds, last_change = self.cluster.binds, self.clock.now()
+            if self.terminating or len(self.removed) != removed:
+                # a victim's removal is still due, or one has just happened
+                removed, last_change = len(self.removed), self.clock.now()
             if until is None and self.clock.now() - last_change >= quiet:
                 break
             nxt = self._next_time(until)
@@ -420,15 +475,50 @@ class Simulation:
                 out[name] = {"pv": done.pv, "provisioned": done.provisioned}
         return out
 
+    def preempted_by(self) -> dict[str, str]:
+        """Each victim's preemptor (pod or gang ns/name), from the Preempted events
+        recorded on pods (the last one wins)."""
+        by_uid: dict[str, str] = {}
+        for k, obj in self.cluster.pods.items():
+            by_uid[_uid(obj)] = k
+        for k, (obj, _) in self.removed.items():
+            by_uid[_uid(obj)] = k
+        out: dict[str, str] = {}
+        for e in self.cluster.events:
+            if e.reason != "Preempted" or e.obj is None or e.obj.kind != "Pod":
+                continue
+            if m := _PREEMPTED_BY_GANG.match(e.message):
+                out[e.pod] = m.group(1)
+            elif (m := _PREEMPTED_BY_POD.match(e.message)) and m.group(1) in by_uid:
+                out[e.pod] = by_uid[m.group(1)]
+        return out
+
     def _result(self, order: list[str]) -> SimulationResult:
         s = self.scheduler
         pods: dict[str, dict[str, Any]] = {}
+        victims = self.preempted_by()
         for k in order:
+            by = victims.get(k)
+            gone = self.removed.get(k)
+            if gone is not None:
+                pods[k] = {
+                    "node": None,
+                    "reason": f"preempted by {by}" if by else "deleted",
+                    "preemptedBy": by,
+                    "preemptedFrom": gone[1],
+                }
+                continue
             obj = self.cluster.pods[k]
             spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
             node = spec.get("nodeName") if isinstance(spec, dict) else None
             if node and isinstance(node, str):
-                pods[k] = {"node": node, "reason": None}
+                md = obj.get("metadata")
+                deleting = isinstance(md, dict) and bool(md.get("deletionTimestamp"))
+                pods[k] = {
+                    "node": node,
+                    "reason": f"terminating: preempted by {by}" if by and deleting else None,
+                    "preemptedBy": by,
+                }
                 vols = self._volumes_of(obj)
                 if vols:
                     pods[k]["volumes"] = vols
@@ -454,7 +544,7 @@ class Simulation:
                         reason = qpi.message
                     else:
                         reason = "pending"
-            pods[k] = {"node": None, "reason": reason}
+            pods[k] = {"node": None, "reason": reason, "preemptedBy": by}
         groups: dict[str, dict[str, Any]] = {}
         for k, o in self.cluster.pod_groups.items():
             st = o.get("status") if isinstance(o.get("status"), dict) else {}
@@ -487,6 +577,12 @@ class Simulation:
         )
 
 
+def _uid(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata")
+    uid = md.get("uid") if isinstance(md, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
 def simulate(
     objects: Sequence[Mapping[str, Any]], config: SchedulerConfig, until: float | None = None
 ) -> SimulationResult:
@@ -502,13 +598,29 @@ def _human(resource: str, v: float | int) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _node_shown(v: Mapping[str, Any]) -> str:
+    if v["node"]:
+        return str(v["node"])
+    return "<preempted>" if "preemptedFrom" in v else "<pending>"
+
+
 def format_table(result: SimulationResult) -> str:
     lines = []
     w = max([len("POD"), *(len(k) for k in result.pods)])
-    nw = max([len("NODE"), *(len(v["node"] or "<pending>") for v in result.pods.values())])
+    shown = {k: _node_shown(v) for k, v in result.pods.items()}
+    nw = max([len("NODE"), *(len(n) for n in shown.values())])
     lines.append(f"{'POD':<{w}}  {'NODE':<{nw}}  REASON")
     for k, v in result.pods.items():
-        lines.append(f"{k:<{w}}  {v['node'] or '<pending>':<{nw}}  {v['reason'] or ''}".rstrip())
+        lines.append(f"{k:<{w}}  {shown[k]:<{nw}}  {v['reason'] or ''}".rstrip())
+    victims = {k: v for k, v in result.pods.items() if v.get("preemptedBy")}
+    if victims:
+        lines.append("")
+        vw = max([len("PREEMPTED"), *(len(k) for k in victims)])
+        bw = max([len("PREEMPTED BY"), *(len(v["preemptedBy"]) for v in victims.values())])
+        lines.append(f"{'PREEMPTED':<{vw}}  {'PREEMPTED BY':<{bw}}  FROM NODE")
+        for k, v in victims.items():
+            where = v.get("preemptedFrom") or v["node"] or ""
+            lines.append(f"{k:<{vw}}  {v['preemptedBy']:<{bw}}  {where}".rstrip())
     vols = [(k, c, v) for k, p in result.pods.items() for c, v in p.get("volumes", {}).items()]
     if vols:
         lines.append("")

@@ -388,7 +388,8 @@ class DefaultPreemption(PostFilterPlugin):
         self, pod: Pod, row_pods: Iterable[Pod], whole_gangs: bool = False
     ) -> list[Pod]:
         """Strictly lower-priority pods; a gang's member only if its gang keeps
-        minMember placed pods without the members on this node, or (`whole_gangs`,
+        minMember placed pods (not counting members already being evicted)
+        without the members on this node, or (`whole_gangs`,
         for a gang preemptor) if every placed member of its gang is of lower
         priority: it is then taken with its whole gang (`expand_gangs`)."""
         lower = [p for p in row_pods if p.priority < pod.priority]
@@ -402,7 +403,15 @@ class DefaultPreemption(PostFilterPlugin):
             if pg is None:
                 keep.add(g)
                 continue
-            placed = sum(1 for p in lister.pods_in_group(g) if lister.pod(p.key) is not None)
+            # members already on their way out (deleting, or chosen by an earlier
+            # preemption) do not count: two preemptions must not each take one
+            placed = sum(
+                1
+                for p in lister.pods_in_group(g)
+                if (q := lister.pod(p.key)) is not None
+                and not q.deleting
+                and p.key not in self.victims_of
+            )
             here = sum(1 for p in lower if p.group_key == g)
             if placed - here >= pg.min_member or (
                 whole_gangs

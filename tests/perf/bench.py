@@ -54,6 +54,11 @@ class Case:
     # chosen node by the simulated provisioner (scheduler.volume_sim) at PreBind
     volumes: str | None = None
     target_ms_per_group: float | None = None
+    # >0: every node is filled with `running` low-priority pods of 900m and the
+    # measured pods (3 CPUs, this priority) must preempt (scheduler_perf's
+    # PreemptionBasic templates); the timed part ends when all are bound, the
+    # victims removed after their grace period on the virtual clock.
+    preempt_priority: int = 0
 
 
 CASES: dict[str, Case] = {
@@ -78,6 +83,8 @@ CASES: dict[str, Case] = {
             target_pods_per_s=53.0,
         ),
         Case("spread-5000", 5000, 5000, 5000, spread="DoNotSchedule", target_pods_per_s=700.0),
+        Case("preemption-basic-1000", 1000, 4000, 1000, preempt_priority=10),
+        Case("preemption-gang-1000", 1000, 4000, 800, gang_size=4, preempt_priority=10),
         Case(
             "preferred-spread-5000",
             5000,
@@ -104,6 +111,19 @@ async def _run_case(case: Case) -> dict[str, Any]:
         sched.on_pod(obj)
 
     cluster.on_pod_bound = bound
+    if case.preempt_priority:
+
+        def deleted(key: PodKey, grace: int) -> None:
+            sched.on_pod(cluster.pods[key])  # the update with its deletionTimestamp
+
+            def gone() -> None:
+                obj = cluster.pods.pop(key, None)
+                if obj is not None:
+                    sched.on_pod(obj, deleted=True)
+
+            clock.call_at(clock.now() + grace, gone)
+
+        cluster.on_pod_deleted = deleted
     t0 = time.perf_counter()
     for i in range(case.nodes):
         sched.on_node(workloads.node(i, zones=case.zones))
@@ -112,6 +132,9 @@ async def _run_case(case: Case) -> dict[str, Any]:
         o = workloads.pod(
             i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
         )
+        if case.preempt_priority:
+            _sized(o, "900m", 0)
+            o["status"] = {"phase": "Running"}
         cluster.pods[f"sched-perf/running-{i}"] = o
         sched.on_pod(o)
     if case.gang_size:
@@ -130,6 +153,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
         )
         if case.volumes:
             workloads.with_claim(o, f"data-{i}")
+        if case.preempt_priority:
+            _sized(o, "3", case.preempt_priority)
         cluster.pods[f"sched-perf/pod-{i}"] = o
         sched.on_pod(o)
     t_load = time.perf_counter() - t0
@@ -142,8 +167,21 @@ async def _run_case(case: Case) -> dict[str, Any]:
             if n % 256 == 0:
                 await sched.settle()
         await sched.settle()
-        if not sched.queue.statistics().active:
+        if sched.queue.statistics().active:
+            continue
+        if not case.preempt_priority or cluster.binds >= case.to_schedule:
             break
+        # preemption: move the virtual clock to the next removal (or backoff)
+        nxt = clock.next_deadline()
+        w = sched.queue.next_wakeup()
+        if w is not None and sched.queue.statistics().backoff:
+            nxt = w if nxt is None else min(nxt, w)
+        if nxt is None or nxt > 3600.0:
+            break
+        clock.advance_to(nxt)
+        sched.queue.flush()
+        sched.cache.cleanup_expired()
+        await sched.settle()
     elapsed = time.perf_counter() - t1
     stats = sched.statistics()
     bound_pods = cluster.binds
@@ -167,6 +205,10 @@ async def _run_case(case: Case) -> dict[str, Any]:
         if sched.group_attempts
         else None,
         "target_ms_per_group": case.target_ms_per_group,
+        "victims": len(cluster.deletions),
+        "ms_per_gang": round(1000 * elapsed / (case.to_schedule // case.gang_size), 3)
+        if case.gang_size
+        else None,
     }
 
 
@@ -192,6 +234,12 @@ def _volumes(case: Case, sched: Scheduler, cluster: InMemoryCluster) -> VolumeCo
             sched.on_volume_object("PersistentVolumeClaim", claim)
         return controllers
     return None
+
+
+def _sized(o: dict[str, Any], cpu: str, priority: int) -> None:
+    """PreemptionBasic's templates: the pod's CPU request and priority."""
+    o["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    o["spec"]["priority"] = priority
 
 
 def run_case(name: str) -> dict[str, Any]:
@@ -239,6 +287,13 @@ def _print_table(rows: list[dict[str, Any]], say: Callable[[str], None] = print)
             say(
                 f"{r['case']}: {r['group_attempts']} group attempts, "
                 f"{r['ms_per_group_attempt']} ms per group attempt{verdict}"
+            )
+    for r in rows:
+        if r.get("victims"):
+            per_gang = f", {r['ms_per_gang']} ms per gang" if r.get("ms_per_gang") else ""
+            say(
+                f"{r['case']}: {r['bound']} preemptors bound, {r['victims']} victims, "
+                f"{r['pods_per_s']} pods/s{per_gang}"
             )
     by = {r["case"]: r for r in rows}
     for n in (500, 5000):

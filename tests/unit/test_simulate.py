@@ -34,6 +34,7 @@ def test_resources() -> None:
         "node": None,
         "reason": "0/2 nodes are available: 2 Insufficient cpu, 2 Insufficient memory."
         " preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling..",
+        "preemptedBy": None,
     }
     assert pods["default/other-scheduler"]["node"] is None
     assert "default-scheduler" in pods["default/other-scheduler"]["reason"]
@@ -48,6 +49,7 @@ def test_taints_diagnostics_in_kube_scheduler_words() -> None:
         "reason": "0/5 nodes are available: 2 node(s) had untolerated taint {dedicated: gpu}, "
         "3 Insufficient cpu. preemption: 0/5 nodes are available: 5 Preemption is not helpful "
         "for scheduling..",
+        "preemptedBy": None,
     }
     assert pods["default/tolerant"]["node"] in ("gpu-1", "gpu-2")
 
@@ -61,6 +63,7 @@ def test_affinity() -> None:
         "node": None,
         "reason": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
         " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling..",
+        "preemptedBy": None,
     }
 
 
@@ -72,6 +75,7 @@ def test_host_ports() -> None:
         "node": None,
         "reason": "0/1 nodes are available: 1 node(s) didn't have free ports for the requested "
         "pod ports." + NV1,
+        "preemptedBy": None,
     }
 
 
@@ -81,6 +85,7 @@ def test_priority_order() -> None:
     assert pods["default/low"] == {
         "node": None,
         "reason": "0/1 nodes are available: 1 Insufficient cpu." + NV1,
+        "preemptedBy": None,
     }
 
 
@@ -100,6 +105,7 @@ def test_isolated_cpus() -> None:
     assert pods["default/isolated-1"] == {
         "node": None,
         "reason": "0/1 nodes are available: 1 Insufficient troupe.dev/isolated-cpu." + NV1,
+        "preemptedBy": None,
     }
     use = out["nodes"]["iso-node"]
     assert use["cpu"] == {"requested": 4, "allocatable": 4}
@@ -118,7 +124,7 @@ def test_cli_json_output_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(out) == {"pods", "podGroups", "nodes"}
     assert set(out["pods"]) == {"default/web-1", "default/web-2", "default/dns"}
     for v in out["pods"].values():
-        assert set(v) == {"node", "reason"}
+        assert set(v) == {"node", "reason", "preemptedBy"}
 
 
 def test_cli_table_output(capsys: pytest.CaptureFixture[str]) -> None:

@@ -30,13 +30,14 @@ def run(name: str) -> dict[str, Any]:
 def test_bound_pv_node_affinity_decides_the_node() -> None:
     pods = run("bound-pv-affinity.yaml")["pods"]
     # Already bound before the simulation: nothing to report under volumes.
-    assert pods["default/db"] == {"node": "b", "reason": None}
+    assert pods["default/db"] == {"node": "b", "reason": None, "preemptedBy": None}
 
 
 def test_wait_for_first_consumer_claim_is_provisioned_on_the_chosen_node() -> None:
     pods = run("wffc-provisioned.yaml")["pods"]
     assert pods["default/app"] == {
         "node": "big",
+        "preemptedBy": None,
         "reason": None,
         "volumes": {"data": {"pv": "pvc-6f1c", "provisioned": True}},
     }
@@ -46,6 +47,7 @@ def test_static_pv_is_matched_and_bound() -> None:
     pods = run("static-pv.yaml")["pods"]
     assert pods["default/db"] == {
         "node": "c",
+        "preemptedBy": None,
         "reason": None,
         "volumes": {"data": {"pv": "local-c", "provisioned": False}},
     }
@@ -55,6 +57,7 @@ def test_unbound_immediate_claim_waits_with_kube_message() -> None:
     pods = run("immediate-unbound.yaml")["pods"]
     assert pods["default/app"] == {
         "node": None,
+        "preemptedBy": None,
         "reason": "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
         + NOT_HELPFUL,
     }
@@ -64,6 +67,7 @@ def test_zone_conflict() -> None:
     pods = run("zone-conflict.yaml")["pods"]
     assert pods["default/wants-a"] == {
         "node": None,
+        "preemptedBy": None,
         "reason": "0/2 nodes are available: 2 node(s) had no available volume zone." + NOT_HELPFUL,
     }
     assert pods["default/wants-c"]["node"] == "c1"
@@ -74,6 +78,7 @@ def test_read_write_once_pod_conflict() -> None:
     assert pods["default/holder"]["node"] == "a"
     assert pods["default/second"] == {
         "node": None,
+        "preemptedBy": None,
         "reason": "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the "
         "same name and ReadWriteOncePod access mode." + NO_VICTIMS,
     }
@@ -83,6 +88,7 @@ def test_csi_volume_limit() -> None:
     pods = run("csi-limit.yaml")["pods"]
     assert pods["default/app-3"] == {
         "node": None,
+        "preemptedBy": None,
         "reason": "0/2 nodes are available: 2 node(s) exceed max volume count." + NO_VICTIMS,
     }
 

@@ -219,6 +219,7 @@ def test_anti_affinity_end_to_end_one_per_node() -> None:
             "reason": "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
             " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming"
             " pod..",
+            "preemptedBy": None,
         }
     ]
 

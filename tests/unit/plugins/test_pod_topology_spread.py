@@ -156,6 +156,7 @@ def test_tainted_zone_end_to_end() -> None:
         " 3 node(s) didn't match pod topology spread constraints. preemption: 0/4 nodes are"
         " available: 1 Preemption is not helpful for scheduling, 3 No preemption victims found"
         " for incoming pod..",
+        "preemptedBy": None,
     }
     assert tainted_cluster(spread(ZONE, nodeTaintsPolicy="Honor"))["node"] == "n3"
     assert tainted_cluster(spread(ZONE, when="ScheduleAnyway"))["node"] == "n3"
