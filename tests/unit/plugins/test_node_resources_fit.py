@@ -34,7 +34,6 @@ from scheduler.framework.status import Code
 from scheduler.plugins.node_resources_fit import (
     NodeResourcesFit,
     ShapePoint,
-    broken_linear,
 )
 from scheduler.snapshot import IsolatedCPU, NodeTable, pod_charge
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
@@ -883,47 +882,6 @@ def test_requested_to_capacity_ratio(
     table = built_table(nodes, existing_pods)
     assert run_score(plugin, pod.build(), table) == want
     assert run_score(plugin, pod.build(), table, per_node=True) == want
-
-
-@pytest.mark.parametrize(
-    ("points", "assertions"),
-    [
-        pytest.param(
-            [(10, 1), (90, 9)],
-            [
-                (-10, 1),
-                (0, 1),
-                (9, 1),
-                (10, 1),
-                (15, 1),
-                (19, 1),
-                (20, 2),
-                (89, 8),
-                (90, 9),
-                (99, 9),
-                (100, 9),
-                (110, 9),
-            ],
-            id="rising",
-        ),
-        pytest.param(
-            [(0, 2), (40, 10), (100, 0)],
-            [(-10, 2), (0, 2), (20, 6), (30, 8), (40, 10), (70, 5), (100, 0), (110, 0)],
-            id="up then down",
-        ),
-        pytest.param(
-            [(0, 2), (40, 2), (100, 2)],
-            [(-10, 2), (0, 2), (20, 2), (30, 2), (40, 2), (70, 2), (100, 2), (110, 2)],
-            id="flat",
-        ),
-    ],
-)
-def test_broken_linear_function(
-    points: list[tuple[int, int]], assertions: list[tuple[int, int]]
-) -> None:
-    # requested_to_capacity_ratio_test.go TestBrokenLinearFunction
-    for p, want in assertions:
-        assert broken_linear(points, p) == want, p
 
 
 def test_shape_scores_scale_to_node_scores() -> None:
