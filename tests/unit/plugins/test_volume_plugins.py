@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
+from scheduler.api.parse import parse_pod
+from scheduler.api.types import Pod
+from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,
@@ -17,6 +21,7 @@ from scheduler.plugins.volume_restrictions import (
     VolumeRestrictions,
 )
 from scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
+from scheduler.snapshot import IsolatedCPU, pod_charge
 from tests.builders import make_node, make_pod
 from tests.volume_builders import (
     World,
@@ -135,14 +140,102 @@ def test_disk_conflicts(
 def test_read_write_once_pod() -> None:
     w = World(2).add(pvc("c", volume="v", modes=("ReadWriteOncePod",)), pvc("d", volume="v2"))
     plugin = VolumeRestrictions.new({}, w.handle)
-    assert w.filter(plugin, with_claims(make_pod("p").obj(), "c")) == {"n0": OK, "n1": OK}
+    # Upstream's PreFilter skips when no pod uses the ReadWriteOncePod claim yet.
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "c")) == "Skip"
     w.place(with_claims(make_pod("old").obj(), "c"), "n0")
     want = [ERR_REASON_RWOP_CONFLICT]
     assert w.filter(plugin, with_claims(make_pod("p").obj(), "c")) == {"n0": want, "n1": want}
     # A ReadWriteOnce claim shared on a node is not a conflict.
     w.place(with_claims(make_pod("old2").obj(), "d"), "n0")
-    assert w.filter(plugin, with_claims(make_pod("p").obj(), "d")) == {"n0": OK, "n1": OK}
+    assert w.filter(plugin, with_claims(make_pod("p").obj(), "d")) == "Skip"
     assert w.filter(plugin, make_pod("p").obj()) == "Skip"
+
+
+def test_missing_claim_is_unresolvable_but_ephemeral_claims_are_not_looked_up() -> None:
+    """readWriteOncePodPVCsForPod reads persistentVolumeClaim volumes only: a
+    generic ephemeral volume's claim not created yet is VolumeBinding's to
+    report ("waiting for ephemeral volume controller...")."""
+    w = World(1)
+    plugin = VolumeRestrictions.new({}, w.handle)
+    got = w.filter(plugin, with_claims(make_pod("p").obj(), "gone"))
+    assert got == 'UNSCHEDULABLE_AND_UNRESOLVABLE: persistentvolumeclaim "gone" not found'
+    eph = with_volume(make_pod("p").obj(), {"name": "scratch", "ephemeral": {}})
+    assert w.filter(plugin, eph) == "Skip"
+
+
+def test_disk_conflict_is_the_reason_before_read_write_once_pod() -> None:
+    """Filter checks satisfyVolumeConflicts first and returns its reason."""
+    w = World(2).add(pvc("c", volume="v", modes=("ReadWriteOncePod",)))
+    w.place(with_claims(with_volume(make_pod("old").obj(), gce("pd")), "c"), "n0")
+    new = with_claims(with_volume(make_pod("p").obj(), gce("pd")), "c")
+    got = w.filter(VolumeRestrictions.new({}, w.handle), new)
+    assert got == {"n0": [ERR_REASON_DISK_CONFLICT], "n1": [ERR_REASON_RWOP_CONFLICT]}
+
+
+def _run(
+    w: World, plugin: VolumeRestrictions, obj: dict[str, Any], charges: list[tuple[str, Pod, int]]
+) -> dict[str, Any]:
+    """PreFilter on the snapshot, then the `charges` (node, pod, +1 | -1) the
+    scheduler makes between them (nominated pods charged for a pass, a dry
+    run's victims taken off), then Filter: the reasons per node. The charges
+    are undone afterwards."""
+    pod = parse_pod(obj)
+    assert isinstance(pod, Pod)
+    snap = w.table()
+    state = CycleState()
+    _, st = plugin.pre_filter(state, pod, snap)
+    assert st.is_success, st
+    for node, p, sign in charges:
+        snap.charge(snap.row_of[node], p, pod_charge(p, IsolatedCPU()), sign)
+    try:
+        rows = snap.valid_rows()
+        res = plugin.filter(state, pod, snap, rows)
+    finally:
+        for node, p, sign in reversed(charges):
+            snap.charge(snap.row_of[node], p, pod_charge(p, IsolatedCPU()), -sign)
+    return {
+        snap.names[r]: [res.reasons[j] for j in np.flatnonzero(res.rejected[i]).tolist()]
+        for i, r in enumerate(rows.tolist())
+    }
+
+
+def test_a_user_taken_off_in_a_dry_run_does_not_conflict_there() -> None:
+    """RemovePod: preemption's dry run on n0 takes the pod using the
+    ReadWriteOncePod claim (and the disk) off n0; n0 then fits, n1 does not."""
+    w = World(2).add(pvc("c", volume="v", modes=("ReadWriteOncePod",)))
+    old = with_claims(with_volume(make_pod("old").obj(), aws("vol-1")), "c")
+    w.place(old, "n0")
+    victim = parse_pod(old)
+    assert isinstance(victim, Pod)
+    plugin = VolumeRestrictions.new({}, w.handle)
+    new = with_claims(with_volume(make_pod("p").obj(), aws("vol-1")), "c")
+    got = _run(w, plugin, new, [("n0", victim, -1)])
+    assert got == {"n0": OK, "n1": [ERR_REASON_RWOP_CONFLICT]}
+    got = _run(w, plugin, new, [])
+    assert got == {"n0": [ERR_REASON_DISK_CONFLICT], "n1": [ERR_REASON_RWOP_CONFLICT]}
+
+
+def test_a_nominated_pod_charged_to_a_node_conflicts_there() -> None:
+    """AddPod: a nominated pod of equal or higher priority, charged to n1 for
+    the pass, uses the ReadWriteOncePod claim (by name) and the disk."""
+    w = World(3).add(
+        pvc("c", volume="v", modes=("ReadWriteOncePod",)),
+        pvc("other", volume="v3"),
+    )
+    w.place(with_claims(make_pod("user").obj(), "c"), "n2")
+    nominated = parse_pod(with_claims(with_volume(make_pod("nom").obj(), gce("pd")), "c"))
+    assert isinstance(nominated, Pod)
+    w.handle.nominator.add(nominated, "n1")
+    plugin = VolumeRestrictions.new({}, w.handle)
+    new = with_claims(with_volume(make_pod("p").obj(), gce("pd")), "other")
+    got = _run(w, plugin, new, [("n1", nominated, +1)])
+    assert got == {"n0": OK, "n1": [ERR_REASON_DISK_CONFLICT], "n2": OK}
+    # Not charged for this pass (lower priority): no conflict.
+    got = _run(w, plugin, new, [])
+    assert got == {"n0": OK, "n1": OK, "n2": OK}
+    new = with_claims(make_pod("p").obj(), "c")
+    got = _run(w, plugin, new, [("n1", nominated, +1)])
+    assert got == {n: [ERR_REASON_RWOP_CONFLICT] for n in ("n0", "n1", "n2")}
 
 
 def test_node_volume_limits() -> None:
