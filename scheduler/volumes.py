@@ -19,8 +19,8 @@ of its class that is bound already (with dynamic provisioning that is all of
 them, and the lookup would grow with every pod scheduled).
 
 Usage per node is kept from the cache's charges (`pod_added`, `pod_removed`,
-assumed pods included): the claims each node's pods use (NodeVolumeLimits
-resolves them to CSI volume handles), inline CSI volumes, and an index from
+assumed pods included): the pods with volumes on each node and their volumes
+(NodeVolumeLimits resolves them to CSI volume handles), an index from
 in-tree disk id to the nodes and pods that mount it (VolumeRestrictions); and
 which placed pods use each claim, on which node (ReadWriteOncePod). Pod keys
 are kept so that a plugin can tell whether a user is still on its node in the
@@ -29,7 +29,6 @@ snapshot it filters (preemption's dry runs take victims out).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -66,8 +65,7 @@ class VolumeStore:
         self._indexed: dict[str, tuple[str, str | None]] = {}  # PV -> (class, claim)
         # Usage by placed (bound or assumed) pods.
         self._placed: dict[PodKey, tuple[str, str, tuple[PodVolume, ...]]] = {}
-        self._node_claims: dict[str, Counter[str]] = {}
-        self._node_inline_csi: dict[str, Counter[tuple[str, str]]] = {}
+        self._node_pods: dict[str, set[PodKey]] = {}
         # disk id -> node -> (pod, volume) of the placed pods mounting it
         self._disks: dict[str, dict[str, list[tuple[PodKey, PodVolume]]]] = {}
         # claim ns/name -> the placed pods using it -> their node
@@ -242,16 +240,26 @@ class VolumeStore:
         if not vols or pod.key in self._placed:
             return
         self._placed[pod.key] = (node, pod.namespace, vols)
+        self._node_pods.setdefault(node, set()).add(pod.key)
         self._count(pod.key, node, pod.namespace, vols, +1)
 
     def pod_removed(self, pod: Pod) -> None:
         placed = self._placed.pop(pod.key, None)
         if placed is not None:
+            self._unplace(pod.key, placed[0])
             self._count(pod.key, placed[0], placed[1], placed[2], -1)
+
+    def _unplace(self, key: PodKey, node: str) -> None:
+        on_node = self._node_pods.get(node)
+        if on_node is not None:
+            on_node.discard(key)
+            if not on_node:
+                del self._node_pods[node]
 
     def node_removed(self, node: str) -> None:
         for key in [k for k, (n, _, _) in self._placed.items() if n == node]:
             n, ns, vols = self._placed.pop(key)
+            self._unplace(key, n)
             self._count(key, n, ns, vols, -1)
 
     def _count(
@@ -260,7 +268,6 @@ class VolumeStore:
         for v in vols:
             if v.claim:
                 key = f"{ns}/{v.claim}"
-                _bump(self._node_claims.setdefault(node, Counter()), key, sign)
                 users = self._claim_pods.setdefault(key, {})
                 if sign > 0:
                     users[pod] = node
@@ -268,10 +275,8 @@ class VolumeStore:
                     users.pop(pod, None)
                     if not users:
                         del self._claim_pods[key]
-            elif v.csi_driver:
-                inline = self._node_inline_csi.setdefault(node, Counter())
-                _bump(inline, (v.csi_driver, f"{ns}/{v.name}"), sign)
-            elif v.disk_kind:
+                continue
+            if v.disk_kind:
                 by_node = self._disks.setdefault(f"{v.disk_kind}:{v.disk_id}", {})
                 lst = by_node.setdefault(node, [])
                 if sign > 0:
@@ -280,6 +285,14 @@ class VolumeStore:
                     lst.remove((pod, v))
                     if not lst:
                         del by_node[node]
+
+    def placed_on(self, node: str) -> list[tuple[PodKey, str, tuple[PodVolume, ...]]]:
+        """The placed pods on `node` that have volumes: (key, namespace, volumes)."""
+        out = []
+        for key in self._node_pods.get(node, ()):
+            _, ns, vols = self._placed[key]
+            out.append((key, ns, vols))
+        return out
 
     def is_placed(self, key: PodKey) -> bool:
         """Whether the pod's volumes are counted here (bound or assumed on a node)."""
@@ -292,20 +305,6 @@ class VolumeStore:
     def disk_users(self, kind: str, disk_id: str) -> dict[str, list[tuple[PodKey, PodVolume]]]:
         """Per node, the placed pods (and their volume) that mount this in-tree disk."""
         return self._disks.get(f"{kind}:{disk_id}", {})
-
-    def node_claims(self) -> dict[str, Counter[str]]:
-        return self._node_claims
-
-    def node_inline_csi(self) -> dict[str, Counter[tuple[str, str]]]:
-        return self._node_inline_csi
-
-
-def _bump(c: Counter[str] | Counter[tuple[str, str]], key: object, sign: int) -> None:
-    n = c.get(key, 0) + sign  # type: ignore[call-overload]
-    if n > 0:
-        c[key] = n  # type: ignore[index]
-    else:
-        c.pop(key, None)  # type: ignore[call-overload]
 
 
 def claim_ref_body(claim: PersistentVolumeClaim) -> dict[str, str]:
