@@ -63,6 +63,33 @@ ZONE_CASES: list[tuple[str, list[dict[str, Any]], list[str], Any]] = [
         {"a1": OK, "b1": OK, "plain": OK},
     ),
     (
+        "zones joined by commas (LabelZonesToSet), beta key on a GA-labelled node",
+        [pvc("c", volume="v"), pv("v", labels={BETA_ZONE: "a, b"}, phase="Bound")],
+        ["c"],
+        {"a1": OK, "b1": OK, "plain": OK},
+    ),
+    (
+        "an empty zone in a PV label is an error",
+        [pvc("c", volume="v"), pv("v", labels={BETA_ZONE: "a,,b"}, phase="Bound")],
+        ["c"],
+        'ERROR: comma separated list of zones ("a,,b") must not contain an empty zone',
+    ),
+    (
+        "a GA PV label is not matched by a beta node label",
+        [pvc("c", volume="v"), pv("v", labels={ZONE: "b"}, phase="Bound")],
+        ["c"],
+        {"a1": [ERR_REASON_CONFLICT], "b1": [ERR_REASON_CONFLICT], "plain": OK},
+    ),
+    (
+        "a region on the PV and zoned nodes without a region label",
+        [
+            pvc("c", volume="v"),
+            pv("v", labels={"topology.kubernetes.io/region": "r"}, phase="Bound"),
+        ],
+        ["c"],
+        {"a1": [ERR_REASON_CONFLICT], "b1": [ERR_REASON_CONFLICT], "plain": OK},
+    ),
+    (
         "unbound WaitForFirstConsumer claim is skipped",
         [storage_class("wait"), pvc("c", sc="wait")],
         ["c"],
