@@ -35,8 +35,9 @@ bind a static PV, the claims' requests against those PVs' capacities; else the
 claims to provision against the capacity of the CSIStorageCapacity that lets
 the node provision them. The `shape` argument maps utilization to score
 (default: 0% -> 10, 100% -> 0, i.e. the node with the most room); classes are
-averaged (scorer.go). With the gate off there is no Score, and `shape` is an
-error, as upstream.
+averaged (scorer.go). Score reads back what Filter found per row (upstream's
+podVolumesByNode) rather than matching the claims again. With the gate off
+there is no Score, and `shape` is an error, as upstream.
 """
 
 from __future__ import annotations
@@ -179,6 +180,9 @@ class _State:
     delayed: tuple[PersistentVolumeClaim, ...]
     reserved: PodVolumes | None = None
     all_bound: bool = False
+    # What Filter found, per call (its rows): Score reads it back, as upstream's
+    # podVolumesByNode, instead of matching the claims again.
+    found: list[tuple[IntpArray, _Found]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -313,9 +317,39 @@ class VolumeBinding(
     ) -> FilterResult:
         s = state.read(_STATE_KEY, _State)
         found = self._find(s, nodes, rows)
+        if s.delayed and self._score_table is not None:
+            s.found.append((rows, found))
         return FilterResult(
             REASONS, found.rejected, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,) * len(REASONS)
         )
+
+    def _found_for(self, s: _State, nodes: NodeTable, rows: IntpArray) -> _Found:
+        """What Filter found for `rows` (the last call that covered each row),
+        matching afresh only rows no call covered. Within a scheduling cycle the
+        volume store does not change, so a row's answer is the same."""
+        n = len(rows)
+        entries = list(s.found)
+        pos = np.full(nodes.capacity, -1, dtype=np.intp)
+        for frows, _ in entries:
+            pos[frows] = 0
+        covered = pos[rows] >= 0
+        if not covered.all():
+            rest = rows[~covered]
+            entries.append((rest, self._find(s, nodes, rest)))
+        first = entries[0][1]
+        static = [(c, cands, np.full(n, -1, dtype=np.intp)) for c, cands, _ in first.static]
+        provisions = [(c, np.zeros(n, dtype=bool)) for c, _ in first.provisions]
+        for frows, f in entries:
+            pos[:] = -1
+            pos[frows] = np.arange(len(frows))
+            idx = pos[rows]
+            have = idx >= 0
+            at = idx[have]
+            for (_, _, choice), (_, _, fchoice) in zip(static, f.static, strict=True):
+                choice[have] = fchoice[at]
+            for (_, where), (_, fwhere) in zip(provisions, f.provisions, strict=True):
+                where[have] = fwhere[at]
+        return _Found(np.zeros((n, len(REASONS)), dtype=bool), static, provisions)
 
     def _find(self, s: _State, nodes: NodeTable, rows: IntpArray) -> _Found:
         """FindPodVolumes for every row at once."""
@@ -490,7 +524,7 @@ class VolumeBinding(
         n = len(rows)
         if table is None or not isinstance(s, _State) or not s.delayed:
             return np.zeros(n, dtype=np.int64)
-        found = self._find(s, nodes, rows)
+        found = self._found_for(s, nodes, rows)
         static: dict[str, ClassColumns] = {}
         has_static = np.zeros(n, dtype=bool)
         for claim, cands, choice in found.static:

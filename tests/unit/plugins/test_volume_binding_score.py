@@ -423,3 +423,40 @@ def test_feature_gate_in_the_configuration() -> None:
         for seed in range(8)
     }
     assert got == {"n0", "n1"}
+
+
+def test_score_reads_what_filter_found_over_its_chunks() -> None:
+    """Filter runs over chunks of rows (and again for a nominated node); Score
+    reads back what it found for each row (podVolumesByNode) and matches afresh
+    only rows Filter never saw: the same scores either way."""
+    nodes = [zoned(f"n{i}", f"z{i % 3}") for i in range(6)]
+    w = World(nodes).add(
+        LOCAL,
+        CSI_SC,
+        DRIVER,
+        pvc("s", sc="local", size="10Gi"),
+        pvc("d", sc="csi", size="50Gi"),
+        *[pv(f"pv-{i}", size=f"{20 * (i + 1)}Gi", sc="local", node=f"n{i}") for i in (0, 2, 4)],
+        capacity("cap-0", "csi", "100Gi", "z0"),
+        capacity("cap-1", "csi", "200Gi", "z1"),
+        capacity("cap-2", "csi", "400Gi", "z2"),
+    )
+    plugin = VolumeBinding.new({}, w.handle)
+    pod = parse_pod(pod_with("s", "d"))
+    assert isinstance(pod, Pod)
+    snap = w.table()
+    rows = snap.valid_rows()
+    fresh = CycleState()
+    plugin.pre_filter(fresh, pod, snap)
+    want = plugin.score(fresh, pod, snap, rows[::-1])
+    chunked = CycleState()
+    plugin.pre_filter(chunked, pod, snap)
+    plugin.filter(chunked, pod, snap, rows[3:])
+    plugin.filter(chunked, pod, snap, rows[:2])  # row 2 left to match afresh
+    plugin.filter(chunked, pod, snap, rows[4:5])
+    got = plugin.score(chunked, pod, snap, rows[::-1])
+    assert got.tolist() == want.tolist()
+    # n0/n2/n4 bind a static PV (10 of 20/60/100 Gi: utilization 50, 16, 10); n1/n3/n5
+    # provision (50 of 200/100/400 Gi: 25, 50, 12)
+    by_node = dict(zip([snap.names[int(r)] for r in rows[::-1]], got.tolist(), strict=True))
+    assert by_node == {"n0": 50, "n1": 75, "n2": 84, "n3": 50, "n4": 90, "n5": 88}
