@@ -142,6 +142,10 @@ class VolumeStore:
         """PVs of a class without a claimRef (assumed versions), by name."""
         return self._pvs_named(self._free_by_class.get(storage_class, ()))
 
+    def has_candidates(self, storage_class: str, claim_key: str) -> bool:
+        """Whether any PV is free in the class or names the claim (no sorting)."""
+        return bool(self._free_by_class.get(storage_class) or self._by_claim.get(claim_key))
+
     def pvs_claimed_by(self, claim_key: str) -> list[PersistentVolume]:
         """PVs whose claimRef names the claim `namespace/name` (assumed versions;
         the uid is not compared here), by name."""

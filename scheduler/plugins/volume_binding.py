@@ -499,9 +499,7 @@ class VolumeBinding(
         return SUCCESS
 
     def _may_score(self, claim: PersistentVolumeClaim) -> bool:
-        if self.store.free_pvs_in_class(claim.storage_class) or self.store.pvs_claimed_by(
-            claim.key
-        ):
+        if self.store.has_candidates(claim.storage_class, claim.key):
             return True
         sc = self.store.storage_class(claim.storage_class)
         return sc is not None and self._tracks_capacity(claim, sc)
