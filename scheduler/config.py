@@ -33,6 +33,8 @@ Troupe's own settings live in a top-level `troupe:` section (all optional):
       gangGroupCycle: true             # place a gang's pods together (atomic)
       podGroupStatusCoalesceSeconds: 1
       metricsPort: 10259               # /metrics, /healthz, /readyz
+      featureGates:                    # as kube-scheduler's --feature-gates
+        StorageCapacityScoring: true   #   (scheduler.framework.features)
 
 How the plugin sets are built (as kube-scheduler's v1 defaulting, `mergePlugins`
 in apis/config/v1/default_plugins.go, then the framework's `NewFramework`,
@@ -84,6 +86,7 @@ from typing import Any, Final
 import yaml
 
 from scheduler.api.types import ISOLATED_CPU_RESOURCE
+from scheduler.framework.features import GATES, Features
 from scheduler.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
@@ -178,6 +181,7 @@ class TroupeSettings:
     # Fraction in (0, 1] of a profile's highest total score (100 x the sum of its
     # Score weights); None = off. See Scheduler._score_to_watermark.
     score_watermark: float | None = None
+    features: Features = field(default_factory=Features)
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,6 +578,7 @@ TROUPE_FIELDS: Final = (
     "podGroupStatusCoalesceSeconds",
     "metricsPort",
     "scoreWatermark",
+    "featureGates",
 )
 
 
@@ -584,6 +589,12 @@ def _fraction(v: object, path: str) -> float:
     if not 0 < v <= 1:
         raise ConfigError(path, f"must be a number in (0, 1], got {v}")
     return float(v)
+
+
+def _features(obj: object, path: str) -> Features:
+    """`featureGates`: gate name -> true | false; a gate left out keeps its default."""
+    m = _object(obj, path, tuple(GATES))
+    return Features(**{GATES[k]: _bool(v, _join(path, k)) for k, v in m.items()})
 
 
 def _troupe(obj: object) -> TroupeSettings:
@@ -629,6 +640,7 @@ def _troupe(obj: object) -> TroupeSettings:
         ),
         metrics_port=get(m, path, "metricsPort", d.metrics_port, lambda v, p: _int(v, p, 1, 65535)),
         score_watermark=get(m, path, "scoreWatermark", d.score_watermark, _fraction),
+        features=_features(m.get("featureGates"), f"{path}.featureGates"),
     )
 
 

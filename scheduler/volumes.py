@@ -19,16 +19,17 @@ of its class that is bound already (with dynamic provisioning that is all of
 them, and the lookup would grow with every pod scheduled).
 
 Usage per node is kept from the cache's charges (`pod_added`, `pod_removed`,
-assumed pods included): the claims each node's pods use (NodeVolumeLimits
-resolves them to CSI volume handles), inline CSI volumes, and an index from
-in-tree disk id to the nodes whose pods mount it (VolumeRestrictions); and how
-many placed pods use each claim (ReadWriteOncePod).
+assumed pods included): the pods with volumes on each node and their volumes
+(NodeVolumeLimits resolves them to CSI volume handles), an index from
+in-tree disk id to the nodes and pods that mount it (VolumeRestrictions); and
+which placed pods use each claim, on which node (ReadWriteOncePod). Pod keys
+are kept so that a plugin can tell whether a user is still on its node in the
+snapshot it filters (preemption's dry runs take victims out).
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -64,10 +65,11 @@ class VolumeStore:
         self._indexed: dict[str, tuple[str, str | None]] = {}  # PV -> (class, claim)
         # Usage by placed (bound or assumed) pods.
         self._placed: dict[PodKey, tuple[str, str, tuple[PodVolume, ...]]] = {}
-        self._node_claims: dict[str, Counter[str]] = {}
-        self._node_inline_csi: dict[str, Counter[tuple[str, str]]] = {}
-        self._disks: dict[str, dict[str, list[PodVolume]]] = {}  # disk id -> node -> vols
-        self._claim_users: Counter[str] = Counter()
+        self._node_pods: dict[str, set[PodKey]] = {}
+        # disk id -> node -> (pod, volume) of the placed pods mounting it
+        self._disks: dict[str, dict[str, list[tuple[PodKey, PodVolume]]]] = {}
+        # claim ns/name -> the placed pods using it -> their node
+        self._claim_pods: dict[str, dict[PodKey, str]] = {}
         # Called after any PV or claim changes (PreBind waits on these).
         self.listeners: list[Callable[[], None]] = []
 
@@ -139,6 +141,10 @@ class VolumeStore:
     def free_pvs_in_class(self, storage_class: str) -> list[PersistentVolume]:
         """PVs of a class without a claimRef (assumed versions), by name."""
         return self._pvs_named(self._free_by_class.get(storage_class, ()))
+
+    def has_candidates(self, storage_class: str, claim_key: str) -> bool:
+        """Whether any PV is free in the class or names the claim (no sorting)."""
+        return bool(self._free_by_class.get(storage_class) or self._by_claim.get(claim_key))
 
     def pvs_claimed_by(self, claim_key: str) -> list[PersistentVolume]:
         """PVs whose claimRef names the claim `namespace/name` (assumed versions;
@@ -238,58 +244,71 @@ class VolumeStore:
         if not vols or pod.key in self._placed:
             return
         self._placed[pod.key] = (node, pod.namespace, vols)
-        self._count(node, pod.namespace, vols, +1)
+        self._node_pods.setdefault(node, set()).add(pod.key)
+        self._count(pod.key, node, pod.namespace, vols, +1)
 
     def pod_removed(self, pod: Pod) -> None:
         placed = self._placed.pop(pod.key, None)
         if placed is not None:
-            self._count(placed[0], placed[1], placed[2], -1)
+            self._unplace(pod.key, placed[0])
+            self._count(pod.key, placed[0], placed[1], placed[2], -1)
+
+    def _unplace(self, key: PodKey, node: str) -> None:
+        on_node = self._node_pods.get(node)
+        if on_node is not None:
+            on_node.discard(key)
+            if not on_node:
+                del self._node_pods[node]
 
     def node_removed(self, node: str) -> None:
         for key in [k for k, (n, _, _) in self._placed.items() if n == node]:
             n, ns, vols = self._placed.pop(key)
-            self._count(n, ns, vols, -1)
+            self._unplace(key, n)
+            self._count(key, n, ns, vols, -1)
 
-    def _count(self, node: str, ns: str, vols: tuple[PodVolume, ...], sign: int) -> None:
+    def _count(
+        self, pod: PodKey, node: str, ns: str, vols: tuple[PodVolume, ...], sign: int
+    ) -> None:
         for v in vols:
             if v.claim:
                 key = f"{ns}/{v.claim}"
-                _bump(self._node_claims.setdefault(node, Counter()), key, sign)
-                _bump(self._claim_users, key, sign)
-            elif v.csi_driver:
-                inline = self._node_inline_csi.setdefault(node, Counter())
-                _bump(inline, (v.csi_driver, f"{ns}/{v.name}"), sign)
-            elif v.disk_kind:
+                users = self._claim_pods.setdefault(key, {})
+                if sign > 0:
+                    users[pod] = node
+                else:
+                    users.pop(pod, None)
+                    if not users:
+                        del self._claim_pods[key]
+                continue
+            if v.disk_kind:
                 by_node = self._disks.setdefault(f"{v.disk_kind}:{v.disk_id}", {})
                 lst = by_node.setdefault(node, [])
                 if sign > 0:
-                    lst.append(v)
+                    lst.append((pod, v))
                 else:
-                    lst.remove(v)
+                    lst.remove((pod, v))
                     if not lst:
                         del by_node[node]
 
-    def claim_users(self, key: str) -> int:
-        """How many placed pods use the claim `namespace/name`."""
-        return self._claim_users.get(key, 0)
+    def placed_on(self, node: str) -> list[tuple[PodKey, str, tuple[PodVolume, ...]]]:
+        """The placed pods on `node` that have volumes: (key, namespace, volumes)."""
+        out = []
+        for key in self._node_pods.get(node, ()):
+            _, ns, vols = self._placed[key]
+            out.append((key, ns, vols))
+        return out
 
-    def disk_users(self, kind: str, disk_id: str) -> dict[str, list[PodVolume]]:
-        """Per node, the placed pods' volumes that mount this in-tree disk."""
+    def is_placed(self, key: PodKey) -> bool:
+        """Whether the pod's volumes are counted here (bound or assumed on a node)."""
+        return key in self._placed
+
+    def claim_users(self, key: str) -> Mapping[PodKey, str]:
+        """The placed pods that use the claim `namespace/name`, with their node."""
+        return self._claim_pods.get(key, {})
+
+    def disk_users(self, kind: str, disk_id: str) -> dict[str, list[tuple[PodKey, PodVolume]]]:
+        """Per node, the placed pods (and their volume) that mount this in-tree disk."""
         return self._disks.get(f"{kind}:{disk_id}", {})
-
-    def node_claims(self) -> dict[str, Counter[str]]:
-        return self._node_claims
-
-    def node_inline_csi(self) -> dict[str, Counter[tuple[str, str]]]:
-        return self._node_inline_csi
-
-
-def _bump(c: Counter[str] | Counter[tuple[str, str]], key: object, sign: int) -> None:
-    n = c.get(key, 0) + sign  # type: ignore[call-overload]
-    if n > 0:
-        c[key] = n  # type: ignore[index]
-    else:
-        c.pop(key, None)  # type: ignore[call-overload]
 
 
 def claim_ref_body(claim: PersistentVolumeClaim) -> dict[str, str]:

@@ -86,7 +86,9 @@ class PersistentVolume:
     node_affinity: NodeSelector | None  # spec.nodeAffinity.required
     claim_ref: ClaimRef | None
     phase: str
-    csi_driver: str  # spec.csi.driver, "" when not a CSI volume
+    # spec.csi's driver and volumeHandle; for an in-tree source CSI migration
+    # covers (migrated_source), the driver and handle it translates to; "" else.
+    csi_driver: str
     csi_handle: str
     deleting: bool
     raw: Mapping[str, Any] = field(repr=False, compare=False, hash=False)
@@ -173,6 +175,67 @@ class CSIStorageCapacity:
         return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
 
 
+# ---- CSI migration (csi-translation-lib) -----------------------------------------------
+
+# The in-tree plugins for which kube-scheduler's isCSIMigrationOn holds wherever
+# the node has a CSINode (nodevolumelimits/utils.go), and their CSI drivers.
+AWS_EBS_DRIVER: Final = "ebs.csi.aws.com"
+GCE_PD_DRIVER: Final = "pd.csi.storage.gke.io"
+AZURE_DISK_DRIVER: Final = "disk.csi.azure.com"
+CINDER_DRIVER: Final = "cinder.csi.openstack.org"
+MIGRATED_PROVISIONERS: Final = {
+    "kubernetes.io/aws-ebs": AWS_EBS_DRIVER,
+    "kubernetes.io/gce-pd": GCE_PD_DRIVER,
+    "kubernetes.io/azure-disk": AZURE_DISK_DRIVER,
+    "kubernetes.io/cinder": CINDER_DRIVER,
+}
+_UNSPECIFIED: Final = "UNSPECIFIED"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+BETA_ZONE_LABEL: Final = "failure-domain.beta.kubernetes.io/zone"
+
+
+def ebs_volume_id(kubernetes_id: str) -> str:
+    """KubernetesVolumeIDToEBSVolumeID: `aws://<zone>/<vol-id>` -> `<vol-id>`."""
+    if not kubernetes_id.startswith("aws://"):
+        return kubernetes_id
+    return kubernetes_id.removeprefix("aws://").strip("/").rsplit("/", 1)[-1]
+
+
+def gce_pd_handle(pd_name: str, zones_label: str) -> str:
+    """The GCE PD CSI volume handle the translation writes: zonal
+    `projects/UNSPECIFIED/zones/<zone>/disks/<pd>` (zone UNSPECIFIED when
+    unknown, as for inline volumes), regional `.../regions/<region>/...` for a
+    PV labelled with several zones (`a__b`)."""
+    zones = [z for z in zones_label.split("__") if z] if zones_label else []
+    if len(zones) > 1:
+        regions = {"-".join(z.split("-")[:2]) for z in zones}
+        if len(regions) == 1:
+            return f"projects/{_UNSPECIFIED}/regions/{regions.pop()}/disks/{pd_name}"
+    zone = zones[0] if len(zones) == 1 else _UNSPECIFIED
+    return f"projects/{_UNSPECIFIED}/zones/{zone}/disks/{pd_name}"
+
+
+def migrated_source(spec: Mapping[str, Any], labels: Mapping[str, str]) -> tuple[str, str]:
+    """TranslateInTreePVToCSI's (driver, volume handle) for a PV with an in-tree
+    source CSI migration covers, ("", "") for any other."""
+    gce = get_map(spec, "gcePersistentDisk", "spec.")
+    if gce:
+        zones = labels.get(BETA_ZONE_LABEL) or labels.get(ZONE_LABEL, "")
+        pd = get_str(gce, "pdName", "spec.gcePersistentDisk.")
+        return GCE_PD_DRIVER, gce_pd_handle(pd, zones)
+    aws = get_map(spec, "awsElasticBlockStore", "spec.")
+    if aws:
+        vid = get_str(aws, "volumeID", "spec.awsElasticBlockStore.")
+        return AWS_EBS_DRIVER, ebs_volume_id(vid)
+    azure = get_map(spec, "azureDisk", "spec.")
+    if azure:
+        return AZURE_DISK_DRIVER, get_str(azure, "diskURI", "spec.azureDisk.")
+    cinder = get_map(spec, "cinder", "spec.")
+    if cinder:
+        return CINDER_DRIVER, get_str(cinder, "volumeID", "spec.cinder.")
+    return "", ""
+
+
 # ---- pod volumes ---------------------------------------------------------------------
 
 
@@ -182,7 +245,9 @@ class PodVolume:
 
     `claim` is the claim's name (a generic ephemeral volume's generated name),
     `ephemeral` says it is generated; `disk` identifies an in-tree disk
-    (kind, id, extra) for VolumeRestrictions; `csi_driver` an inline CSI volume.
+    (kind, id, extra) for VolumeRestrictions; `migrated` is an inline in-tree
+    volume's (CSI driver, volume handle) under CSI migration (NodeVolumeLimits
+    counts those; inline `csi` volumes it does not, as upstream).
     """
 
     name: str
@@ -192,7 +257,7 @@ class PodVolume:
     disk_kind: str = ""  # gce | aws | rbd | iscsi
     disk_id: str = ""  # pdName | volumeID | pool/image | iqn
     monitors: frozenset[str] = frozenset()  # rbd
-    csi_driver: str = ""
+    migrated: tuple[str, str] | None = None
 
 
 def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
@@ -206,17 +271,27 @@ def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
     gce = get_map(item, "gcePersistentDisk", p)
     if gce:
         q = f"{p}gcePersistentDisk."
+        pd = get_str(gce, "pdName", q)
         return PodVolume(
-            name, read_only=get_bool(gce, "readOnly", q), disk_kind="gce",
-            disk_id=get_str(gce, "pdName", q),
+            name, read_only=get_bool(gce, "readOnly", q), disk_kind="gce", disk_id=pd,
+            migrated=(GCE_PD_DRIVER, gce_pd_handle(pd, "")),
         )  # fmt: skip
     aws = get_map(item, "awsElasticBlockStore", p)
     if aws:
         q = f"{p}awsElasticBlockStore."
+        vid = get_str(aws, "volumeID", q)
         return PodVolume(
-            name, read_only=get_bool(aws, "readOnly", q), disk_kind="aws",
-            disk_id=get_str(aws, "volumeID", q),
+            name, read_only=get_bool(aws, "readOnly", q), disk_kind="aws", disk_id=vid,
+            migrated=(AWS_EBS_DRIVER, ebs_volume_id(vid)),
         )  # fmt: skip
+    azure = get_map(item, "azureDisk", p)
+    if azure:
+        uri = get_str(azure, "diskURI", f"{p}azureDisk.")
+        return PodVolume(name, migrated=(AZURE_DISK_DRIVER, uri))
+    cinder = get_map(item, "cinder", p)
+    if cinder:
+        vid = get_str(cinder, "volumeID", f"{p}cinder.")
+        return PodVolume(name, migrated=(CINDER_DRIVER, vid))
     rbd = get_map(item, "rbd", p)
     if rbd:
         q = f"{p}rbd."
@@ -234,9 +309,6 @@ def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
             name, read_only=get_bool(iscsi, "readOnly", q), disk_kind="iscsi",
             disk_id=get_str(iscsi, "iqn", q),
         )  # fmt: skip
-    csi = get_map(item, "csi", p)
-    if csi:
-        return PodVolume(name, csi_driver=get_str(csi, "driver", f"{p}csi."))
     return PodVolume(name)
 
 
@@ -255,7 +327,7 @@ def pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
             v = _volume(pod.name, item, f"spec.volumes[{i}].")
         except ParseError:
             continue
-        if v.claim or v.disk_kind or v.csi_driver:
+        if v.claim or v.disk_kind or v.migrated:
             out.append(v)
     return tuple(out)
 
@@ -305,12 +377,17 @@ def _parse_pv(obj: Mapping[str, Any]) -> PersistentVolume:
             get_str(ref, "uid", "spec.claimRef."),
         )
     aff = get_map(spec, "nodeAffinity", "spec.")
+    labels = get_str_map(md, "labels", "metadata.")
     csi = get_map(spec, "csi", "spec.")
+    driver = get_str(csi, "driver", "spec.csi.")
+    handle = get_str(csi, "volumeHandle", "spec.csi.")
+    if not csi:
+        driver, handle = migrated_source(spec, labels)
     return PersistentVolume(
         name=name,
         uid=get_str(md, "uid", "metadata."),
         resource_version=_rv(md),
-        labels=get_str_map(md, "labels", "metadata."),
+        labels=labels,
         capacity=_bytes(cap, "storage", "spec.capacity.") or 0,
         access_modes=_access_modes(spec, "spec."),
         storage_class=get_str(spec, "storageClassName", "spec.")
@@ -319,8 +396,8 @@ def _parse_pv(obj: Mapping[str, Any]) -> PersistentVolume:
         node_affinity=parse_node_selector(aff.get("required"), "spec.nodeAffinity.required."),
         claim_ref=claim_ref,
         phase=get_str(status, "phase", "status.") or "Available",
-        csi_driver=get_str(csi, "driver", "spec.csi."),
-        csi_handle=get_str(csi, "volumeHandle", "spec.csi."),
+        csi_driver=driver,
+        csi_handle=handle,
         deleting=md.get("deletionTimestamp") is not None,
         raw=obj,
     )

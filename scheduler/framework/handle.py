@@ -24,6 +24,7 @@ from scheduler.api.types import (
 )
 from scheduler.clock import Clock
 from scheduler.cluster import ClusterClient
+from scheduler.framework.features import Features
 from scheduler.framework.nominator import Nominator
 from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
@@ -98,6 +99,8 @@ class Handle:
     # Why a pending pod's last scheduling attempt failed (the message shown on the
     # pod, and the code), or None: what a gang's status reports.
     failure: Callable[[PodKey], tuple[str, Code] | None] = lambda key: None
+    # Feature gates (the configuration's troupe.featureGates).
+    features: Features = field(default_factory=Features)
 
     def watch(self, watcher: EventWatcher) -> None:
         self.watchers.append(watcher)

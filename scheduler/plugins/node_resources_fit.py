@@ -80,6 +80,16 @@ from scheduler.framework.interface import (
     ScorePlugin,
 )
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.plugins.helper import (
+    MAX_UTILIZATION,
+    ShapePoint,
+    broken_linear,
+    parse_shape,
+    scaled,
+    shape_table,
+)
+from scheduler.plugins.helper import int_field as _int_field
+from scheduler.plugins.helper import round_half_up as _round_half_up
 from scheduler.snapshot import IsolatedCPU, NodeTable, pod_charge
 
 # ---- reasons (kube-scheduler's text) ---------------------------------------------
@@ -104,8 +114,6 @@ class ScoringStrategyType(enum.StrEnum):
     REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 
 
-MAX_UTILIZATION: Final = 100
-MAX_CUSTOM_PRIORITY_SCORE: Final = 10  # shape scores are 0..10, scaled by 10 to 0..100
 MAX_RESOURCE_WEIGHT: Final = 100
 
 
@@ -113,12 +121,6 @@ MAX_RESOURCE_WEIGHT: Final = 100
 class ResourceSpec:
     name: str
     weight: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class ShapePoint:
-    utilization: int  # 0..100
-    score: int  # 0..10
 
 
 DEFAULT_RESOURCES: Final = (ResourceSpec(CPU, 1), ResourceSpec(MEMORY, 1))
@@ -188,15 +190,6 @@ def _name_list(raw: object, path: str, is_group: bool) -> frozenset[str]:
     return frozenset(raw)
 
 
-def _int_field(obj: Mapping[str, Any], key: str, path: str, default: int | None) -> int:
-    v = obj.get(key, default)
-    if v is None:
-        raise PluginArgsError(f"{path}.{key}", "required")
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise PluginArgsError(f"{path}.{key}", f"must be an integer, got {v!r}")
-    return v
-
-
 def parse_resource_specs(raw: object, path: str) -> tuple[ResourceSpec, ...]:
     """`resources: [{name, weight}]` as kube-scheduler's v1 defaulting and
     validateResources: none given means cpu and memory; a weight left out or 0
@@ -228,35 +221,6 @@ def parse_resource_specs(raw: object, path: str) -> tuple[ResourceSpec, ...]:
             )
         out.append(ResourceSpec(name, weight))
     return tuple(out)
-
-
-def parse_shape(raw: object, path: str) -> tuple[ShapePoint, ...]:
-    """validateFunctionShape: at least one point, utilization strictly increasing in
-    [0, 100], score in [0, 10]."""
-    if not isinstance(raw, list) or not raw:
-        raise PluginArgsError(path, "at least one point must be specified")
-    points = []
-    for i, pt in enumerate(raw):
-        p = f"{path}[{i}]"
-        if not isinstance(pt, Mapping):
-            raise PluginArgsError(p, "must be an object with utilization and score")
-        for k in pt:
-            if k not in ("utilization", "score"):
-                raise PluginArgsError(f"{p}.{k}", "unknown field")
-        points.append(
-            (p, ShapePoint(_int_field(pt, "utilization", p, 0), _int_field(pt, "score", p, 0)))
-        )
-    for i in range(1, len(points)):
-        if points[i - 1][1].utilization >= points[i][1].utilization:
-            raise PluginArgsError(
-                f"{points[i][0]}.utilization", "values must be sorted in increasing order"
-            )
-    for p, pt in points:
-        if not 0 <= pt.utilization <= MAX_UTILIZATION:
-            raise PluginArgsError(f"{p}.utilization", "not in valid range [0, 100]")
-        if not 0 <= pt.score <= MAX_CUSTOM_PRIORITY_SCORE:
-            raise PluginArgsError(f"{p}.score", "not in valid range [0, 10]")
-    return tuple(pt for _, pt in points)
 
 
 def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
@@ -336,28 +300,6 @@ def parse_fit_args(args: Mapping[str, Any]) -> FitArgs:
 # ---- scoring functions (one value at a time; the table and per-node form use them) ----
 
 
-def _go_div(a: int, b: int) -> int:
-    """Go's integer division (truncates toward zero)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b > 0) else -q
-
-
-def broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
-    """helper.BuildBrokenLinearFunction over (utilization, score) points."""
-    for i, (u, s) in enumerate(shape):
-        if p <= u:
-            if i == 0:
-                return s
-            u0, s0 = shape[i - 1]
-            return s0 + _go_div((s - s0) * (p - u0), u - u0)
-    return shape[-1][1]
-
-
-def _round_half_up(total: int, weights: int) -> int:
-    """math.Round(float64(total) / float64(weights)) for non-negative operands."""
-    return (2 * total + weights) // (2 * weights)
-
-
 # ---- cycle state -------------------------------------------------------------------
 
 _PRE_FILTER_KEY: Final = "PreFilterNodeResourcesFit"
@@ -412,14 +354,8 @@ class NodeResourcesFit(
         self.isolated = args.isolated
         # (utilization, score 0..100) points, and the broken-linear function tabulated
         # over every utilization 0..100 (Score looks utilizations up in it).
-        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
-        self._shape = tuple((p.utilization, p.score * scale) for p in args.shape)
-        self._shape_table: Int64Array = np.array(
-            [broken_linear(self._shape, u) for u in range(MAX_UTILIZATION + 1)]
-            if self._shape
-            else [0],
-            dtype=np.int64,
-        )
+        self._shape = scaled(args.shape)
+        self._shape_table: Int64Array = shape_table(self._shape)
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:

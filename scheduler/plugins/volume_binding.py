@@ -27,6 +27,17 @@ resourceVersion as precondition; the claim's
 provisioner to bind every claim (checkBindings), before the pod's Binding. A
 gang's members reach PreBind only after the group's Permit, so nothing is
 written for a gang that is not admitted.
+
+Score (StorageCapacityScoring, a feature gate on by default as in
+kube-scheduler 1.37) rates each candidate node by the utilization of the
+storage the pod would take there, per StorageClass: where some claim would
+bind a static PV, the claims' requests against those PVs' capacities; else the
+claims to provision against the capacity of the CSIStorageCapacity that lets
+the node provision them. The `shape` argument maps utilization to score
+(default: 0% -> 10, 100% -> 0, i.e. the node with the most room); classes are
+averaged (scorer.go). Score reads back what Filter found per row (upstream's
+podVolumesByNode) rather than matching the claims again. With the gate off
+there is no Score, and `shape` is an error, as upstream.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from scheduler.api.storage import (
 from scheduler.api.types import LabelSelector, NodeName, Pod, PodKey
 from scheduler.framework.columns import node_selector_mask, requirement_mask
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.features import STORAGE_CAPACITY_SCORING
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
@@ -65,15 +77,26 @@ from scheduler.framework.interface import (
     EventResource,
     FilterPlugin,
     FilterResult,
+    Int64Array,
     IntpArray,
     PluginArgsError,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     QueueingHint,
     ReservePlugin,
+    ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
+from scheduler.plugins.helper import (
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MAX_UTILIZATION,
+    ShapePoint,
+    parse_shape,
+    scaled,
+    shape_table,
+)
 from scheduler.snapshot import NodeTable
 from scheduler.volumes import VolumeStore, claim_ref_body
 
@@ -98,9 +121,45 @@ _STATE_KEY: Final = "VolumeBinding"
 _POLL_SECONDS: Final = 1.0
 
 
+# SetDefaults_VolumeBindingArgs with StorageCapacityScoring on: prefer the node
+# with the lowest utilization (the most room left).
+DEFAULT_SHAPE: Final = (ShapePoint(0, MAX_CUSTOM_PRIORITY_SCORE), ShapePoint(MAX_UTILIZATION, 0))
+ERR_SHAPE_WITHOUT_GATE: Final = (
+    "unexpected field `shape`, remove it or turn on the feature gate " + STORAGE_CAPACITY_SCORING
+)
+
+
 @dataclass(frozen=True, slots=True)
 class VolumeBindingArgs:
     bind_timeout_seconds: int = DEFAULT_BIND_TIMEOUT_SECONDS
+    # Score's utilization shape; () when StorageCapacityScoring is off (no Score).
+    shape: tuple[ShapePoint, ...] = ()
+
+
+def parse_volume_binding_args(args: Mapping[str, Any], capacity_scoring: bool) -> VolumeBindingArgs:
+    """SetDefaults_VolumeBindingArgs and ValidateVolumeBindingArgsWithOptions."""
+    timeout = DEFAULT_BIND_TIMEOUT_SECONDS
+    for k in args:
+        if k not in ("bindTimeoutSeconds", "shape"):
+            raise PluginArgsError(str(k), "unknown field")
+    v = args.get("bindTimeoutSeconds")
+    if v is not None:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise PluginArgsError("bindTimeoutSeconds", f"Invalid value: {v!r}: must be an integer")
+        if v < 0:
+            raise PluginArgsError(
+                "bindTimeoutSeconds",
+                f"Invalid value: {v}: invalid BindTimeoutSeconds, should not be a negative value",
+            )
+        timeout = v
+    raw = args.get("shape")
+    if not capacity_scoring:
+        if raw is not None:
+            raise PluginArgsError("shape", f"Invalid value: {raw!r}: {ERR_SHAPE_WITHOUT_GATE}")
+        return VolumeBindingArgs(timeout)
+    if raw is None or raw == []:
+        return VolumeBindingArgs(timeout, DEFAULT_SHAPE)
+    return VolumeBindingArgs(timeout, parse_shape(raw, "shape"))
 
 
 @dataclass(slots=True)
@@ -121,6 +180,9 @@ class _State:
     delayed: tuple[PersistentVolumeClaim, ...]
     reserved: PodVolumes | None = None
     all_bound: bool = False
+    # What Filter found, per call (its rows): Score reads it back, as upstream's
+    # podVolumesByNode, instead of matching the claims again.
+    found: list[tuple[IntpArray, _Found]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -165,7 +227,15 @@ def bound_to_claim(pv: PersistentVolume, claim: PersistentVolumeClaim) -> bool:
     )
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
+class VolumeBinding(
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+):
     NAME: Final = "VolumeBinding"
 
     def __init__(self, args: VolumeBindingArgs, handle: Handle) -> None:
@@ -174,23 +244,17 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         self.store: VolumeStore = handle.volumes
         self._waiters: set[asyncio.Event] = set()
         self.store.listeners.append(self._wake)
+        # The scorer (buildScorerFunction) tabulated over utilization 0..100;
+        # None without StorageCapacityScoring.
+        self._score_table: Int64Array | None = (
+            shape_table(scaled(args.shape)) if args.shape else None
+        )
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        timeout = DEFAULT_BIND_TIMEOUT_SECONDS
-        for k, v in args.items():
-            if k != "bindTimeoutSeconds":
-                raise PluginArgsError(str(k), "unknown field")
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise PluginArgsError(
-                    "bindTimeoutSeconds", f"Invalid value: {v!r}: must be an integer"
-                )
-            if v < 0:
-                raise PluginArgsError(
-                    "bindTimeoutSeconds", f"Invalid value: {v}: must not be negative"
-                )
-            timeout = v
-        return cls(VolumeBindingArgs(timeout), handle)
+        return cls(
+            parse_volume_binding_args(args, handle.features.storage_capacity_scoring), handle
+        )
 
     def _wake(self) -> None:
         for ev in list(self._waiters):
@@ -253,9 +317,39 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
     ) -> FilterResult:
         s = state.read(_STATE_KEY, _State)
         found = self._find(s, nodes, rows)
+        if s.delayed and self._score_table is not None:
+            s.found.append((rows, found))
         return FilterResult(
             REASONS, found.rejected, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE,) * len(REASONS)
         )
+
+    def _found_for(self, s: _State, nodes: NodeTable, rows: IntpArray) -> _Found:
+        """What Filter found for `rows` (the last call that covered each row),
+        matching afresh only rows no call covered. Within a scheduling cycle the
+        volume store does not change, so a row's answer is the same."""
+        n = len(rows)
+        entries = list(s.found)
+        pos = np.full(nodes.capacity, -1, dtype=np.intp)
+        for frows, _ in entries:
+            pos[frows] = 0
+        covered = pos[rows] >= 0
+        if not covered.all():
+            rest = rows[~covered]
+            entries.append((rest, self._find(s, nodes, rest)))
+        first = entries[0][1]
+        static = [(c, cands, np.full(n, -1, dtype=np.intp)) for c, cands, _ in first.static]
+        provisions = [(c, np.zeros(n, dtype=bool)) for c, _ in first.provisions]
+        for frows, f in entries:
+            pos[:] = -1
+            pos[frows] = np.arange(len(frows))
+            idx = pos[rows]
+            have = idx >= 0
+            at = idx[have]
+            for (_, _, choice), (_, _, fchoice) in zip(static, f.static, strict=True):
+                choice[have] = fchoice[at]
+            for (_, where), (_, fwhere) in zip(provisions, f.provisions, strict=True):
+                where[have] = fwhere[at]
+        return _Found(np.zeros((n, len(REASONS)), dtype=bool), static, provisions)
 
     def _find(self, s: _State, nodes: NodeTable, rows: IntpArray) -> _Found:
         """FindPodVolumes for every row at once."""
@@ -353,11 +447,13 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             )
         for j, pv in enumerate(cands):
             free = choice < 0
+            if not free.any():
+                break  # every row has its PV
             t = taken.get(pv.name)
             if t is not None:
                 free &= ~t
-            if not free.any():
-                break
+                if not free.any():
+                    continue  # taken by an earlier claim wherever still needed
             if pv.node_affinity is not None:
                 free &= node_selector_mask(pv.node_affinity, nodes, rows)
             choice[free] = j
@@ -388,6 +484,96 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             ):
                 ok |= label_selector_mask(cap.node_topology, nodes, rows)
         return ok
+
+    # ---- PreScore / Score -----------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
+        """Skip without the feature gate, and where every node would score 0
+        (upstream scores those 0s): no unbound claim, or none that could bind a
+        static PV or be provisioned where capacity is tracked."""
+        if self._score_table is None:
+            return SKIP
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State) or not any(self._may_score(c) for c in s.delayed):
+            return SKIP
+        return SUCCESS
+
+    def _may_score(self, claim: PersistentVolumeClaim) -> bool:
+        if self.store.has_candidates(claim.storage_class, claim.key):
+            return True
+        sc = self.store.storage_class(claim.storage_class)
+        return sc is not None and self._tracks_capacity(claim, sc)
+
+    def _tracks_capacity(self, claim: PersistentVolumeClaim, sc: StorageClass) -> bool:
+        """hasEnoughCapacity looks at CSIStorageCapacity for this claim."""
+        if not claim.has_request:
+            return False
+        driver = self.store.csi_driver(sc.provisioner)
+        return driver is not None and driver.storage_capacity
+
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
+        """Score (volume_binding.go) with buildScorerFunction (scorer.go), for
+        every row at once: per StorageClass, requested and capacity summed over
+        the static bindings on rows that have any, else over the claims to
+        provision whose capacity is tracked (the capacity is the node's, taken
+        once per class, not summed); the class scores are averaged, rounded."""
+        table = self._score_table
+        s = state.get(_STATE_KEY)
+        n = len(rows)
+        if table is None or not isinstance(s, _State) or not s.delayed:
+            return np.zeros(n, dtype=np.int64)
+        found = self._found_for(s, nodes, rows)
+        static: dict[str, ClassColumns] = {}
+        has_static = np.zeros(n, dtype=bool)
+        for claim, cands, choice in found.static:
+            here = choice >= 0
+            if not here.any():
+                continue
+            has_static |= here
+            caps = np.array([pv.capacity for pv in cands] + [0], dtype=np.int64)[choice]
+            # BindingInfo.StorageClassName is the PV's class (the claim's, as matched).
+            req, cap, present = static.setdefault(claim.storage_class, _class_columns(n))
+            req += np.where(here, claim.request, 0)
+            cap += np.where(here, caps, 0)
+            present |= here
+        dynamic: dict[str, ClassColumns] = {}
+        for claim, where in found.provisions:
+            sc = self.store.storage_class(claim.storage_class)
+            if sc is None or not where.any() or not self._tracks_capacity(claim, sc):
+                continue
+            got, node_cap = self._node_capacity(claim, sc, nodes, rows)
+            here = where & got & ~has_static
+            req, cap, present = dynamic.setdefault(claim.storage_class, _class_columns(n))
+            req += np.where(here, claim.request, 0)
+            cap[here] = node_cap[here]
+            present |= here
+        return score_classes(table, n, [*static.values(), *dynamic.values()])
+
+    def _node_capacity(
+        self, claim: PersistentVolumeClaim, sc: StorageClass, nodes: NodeTable, rows: IntpArray
+    ) -> tuple[BoolArray, Int64Array]:
+        """Per row, whether a CSIStorageCapacity lets the node provision the claim,
+        and that object's `capacity` (0 when it only sets maximumVolumeSize).
+        hasEnoughCapacity takes the first one the lister yields; Troupe the first
+        by namespace/name."""
+        n = len(rows)
+        got = np.zeros(n, dtype=bool)
+        value = np.zeros(n, dtype=np.int64)
+        for cap in sorted(self.store.capacities(), key=lambda c: c.key):
+            limit = cap.limit
+            if (
+                cap.storage_class != sc.name
+                or limit is None
+                or limit < claim.request
+                or cap.node_topology is None
+            ):
+                continue
+            new = label_selector_mask(cap.node_topology, nodes, rows) & ~got
+            value[new] = cap.capacity or 0
+            got |= new
+            if got.all():
+                break
+        return got, value
 
     # ---- Reserve / Unreserve ---------------------------------------------------------
 
@@ -639,6 +825,30 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             if sc is not None and sc.provisioner == new.name:
                 return QueueingHint.QUEUE
         return QueueingHint.SKIP
+
+
+ClassColumns = tuple[Int64Array, Int64Array, BoolArray]
+
+
+def score_classes(table: Int64Array, n: int, classes: Sequence[ClassColumns]) -> Int64Array:
+    """buildScorerFunction's scorer over n rows: per StorageClass (requested,
+    capacity, present on the row), the shape at utilization requested x 100 //
+    capacity (100 when the capacity is 0 or exceeded), averaged over the classes
+    present and rounded; 0 on a row without any."""
+    total = np.zeros(n, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    for req, cap, present in classes:
+        over = (cap == 0) | (req > cap)
+        util = np.where(over, MAX_UTILIZATION, req * MAX_UTILIZATION // np.maximum(cap, 1))
+        total += np.where(present, table[util], 0)
+        count += present
+    out: Int64Array = np.where(count > 0, (2 * total + count) // (2 * np.maximum(count, 1)), 0)
+    return out
+
+
+def _class_columns(n: int) -> ClassColumns:
+    """(requested, capacity, present) of one StorageClass over n rows."""
+    return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
 
 
 def _selector_matches(pv: PersistentVolume, labels: Mapping[str, str], node: str) -> bool:

@@ -8,8 +8,18 @@
   monitors, same pool and image) and an ISCSI IQN unless every mount is
   read-only.
 
-The volume store indexes the disks placed pods mount by disk id, so Filter
-looks only at the nodes that hold the same disk, not at every node's pods.
+The volume store indexes the disks placed pods mount by disk id, and the pods
+using each claim, so Filter looks only at the nodes that hold the same disk or
+claim, not at every node's pods. What Filter counts is what the snapshot holds,
+as upstream's NodeInfo: a user that preemption's dry run took off its node
+does not conflict there (upstream's RemovePod), and a nominated pod the
+scheduler charged to a node for this pass does (AddPod; by claim name, as
+upstream compares them).
+
+As upstream: only `persistentVolumeClaim` volumes are looked up (a generic
+ephemeral volume's claim is VolumeBinding's to wait for); PreFilter skips a
+pod with no in-tree disk and no ReadWriteOncePod claim in use; on a node with
+both conflicts the disk conflict is the reason given.
 """
 
 from __future__ import annotations
@@ -26,11 +36,12 @@ from scheduler.api.storage import (
     PodVolume,
     pod_volumes,
 )
-from scheduler.api.types import Pod
+from scheduler.api.types import Pod, PodKey
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import (
     ActionType,
+    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
     EnqueueExtensions,
@@ -57,7 +68,9 @@ _STATE_KEY: Final = "PreFilterVolumeRestrictions"
 @dataclass(frozen=True, slots=True)
 class _State:
     disks: tuple[PodVolume, ...]
-    conflicting_rwop: int
+    # Names of the pod's ReadWriteOncePod claims, and the placed pods using them.
+    rwop_names: frozenset[str]
+    rwop_users: tuple[tuple[PodKey, str], ...]
 
 
 def is_volume_conflict(v: PodVolume, existing: PodVolume) -> bool:
@@ -75,24 +88,24 @@ def is_volume_conflict(v: PodVolume, existing: PodVolume) -> bool:
 class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME: Final = "VolumeRestrictions"
 
-    def __init__(self, store: VolumeStore | None = None) -> None:
+    def __init__(self, store: VolumeStore | None = None, handle: Handle | None = None) -> None:
         self.store = store or VolumeStore()
+        self.nominator = handle.nominator if handle is not None else None
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         for k in args:
             raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
-        return cls(handle.volumes)
+        return cls(handle.volumes, handle)
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
         vols = pod_volumes(pod)
-        if not any(v.claim or v.disk_kind for v in vols):
-            return None, SKIP
-        conflicting = 0
+        names: set[str] = set()
+        users: dict[PodKey, str] = {}
         for v in vols:
-            if not v.claim:
+            if not v.claim or v.ephemeral:
                 continue
             pvc = self.store.pvc(f"{pod.namespace}/{v.claim}")
             if pvc is None:
@@ -100,8 +113,12 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                     f'persistentvolumeclaim "{v.claim}" not found', plugin=self.NAME
                 )
             if READ_WRITE_ONCE_POD in pvc.access_modes:
-                conflicting += self.store.claim_users(pvc.key)
-        state.write(_STATE_KEY, _State(tuple(v for v in vols if v.disk_kind), conflicting))
+                names.add(pvc.name)
+                users.update(self.store.claim_users(pvc.key))
+        disks = tuple(v for v in vols if v.disk_kind)
+        if not disks and not users:
+            return None, SKIP
+        state.write(_STATE_KEY, _State(disks, frozenset(names), tuple(users.items())))
         return None, SUCCESS
 
     def filter(
@@ -109,23 +126,62 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     ) -> FilterResult:
         s = state.read(_STATE_KEY, _State)
         n = len(rows)
+        where = np.full(nodes.capacity, -1, dtype=np.intp)
+        where[rows] = np.arange(n)
         disk = np.zeros(n, dtype=bool)
-        if s.disks:
-            where = np.full(nodes.capacity, -1, dtype=np.intp)
-            where[rows] = np.arange(n)
-            for v in s.disks:
-                for node, existing in self.store.disk_users(v.disk_kind, v.disk_id).items():
-                    row = nodes.row_of.get(node)
-                    if row is None or not any(is_volume_conflict(v, e) for e in existing):
-                        continue
-                    if where[row] >= 0:
-                        disk[where[row]] = True
-        rwop = np.full(n, s.conflicting_rwop > 0, dtype=bool)
+        for v in s.disks:
+            for node, existing in self.store.disk_users(v.disk_kind, v.disk_id).items():
+                row = nodes.row_of.get(node)
+                if row is None or where[row] < 0:
+                    continue
+                here = nodes.pods[row]
+                if any(key in here and is_volume_conflict(v, e) for key, e in existing):
+                    disk[where[row]] = True
+        # IsPVCUsedByPods over the snapshot, less a user that RemovePod took off
+        # the very row evaluated (preemption's dry run).
+        users = 0
+        removed = np.zeros(n, dtype=np.int64)
+        for key, node in s.rwop_users:
+            row = nodes.row_of.get(node)
+            if row is None:
+                continue
+            users += 1
+            if where[row] >= 0 and key not in nodes.pods[row]:
+                removed[where[row]] += 1
+        rwop = users - removed > 0
+        self._nominated(pod, s, nodes, where, disk, rwop)
         return FilterResult(
-            (ERR_REASON_RWOP_CONFLICT, ERR_REASON_DISK_CONFLICT),
-            np.stack([rwop, disk & ~rwop], axis=1),
+            (ERR_REASON_DISK_CONFLICT, ERR_REASON_RWOP_CONFLICT),
+            np.stack([disk, rwop & ~disk], axis=1),
             (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE),
         )
+
+    def _nominated(
+        self,
+        pod: Pod,
+        s: _State,
+        nodes: NodeTable,
+        where: IntpArray,
+        disk: BoolArray,
+        rwop: BoolArray,
+    ) -> None:
+        """AddPod: the nominated pods charged to a row for this pass (in the
+        snapshot, not placed in the cache) conflict there."""
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return
+        for node in list(nominator.nodes()):
+            row = nodes.row_of.get(node)
+            if row is None or where[row] < 0:
+                continue
+            for p in nominator.pods_on(node):
+                if p.key == pod.key or p.key not in nodes.pods[row] or self.store.is_placed(p.key):
+                    continue
+                theirs = pod_volumes(p)
+                if any(v.claim in s.rwop_names for v in theirs if v.claim and not v.ephemeral):
+                    rwop[where[row]] = True
+                if any(is_volume_conflict(a, b) for a in s.disks for b in theirs if b.disk_kind):
+                    disk[where[row]] = True
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         return [

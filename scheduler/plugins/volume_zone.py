@@ -3,11 +3,11 @@ against the node's (volumezone/volume_zone.go).
 
 PreFilter reads the topology labels (zone and region, GA and beta keys) of the
 PVs bound to the pod's claims; a PV label may list several values joined by
-``__`` (LabelZonesToSet). Unbound claims of a WaitForFirstConsumer class are
-skipped (VolumeBinding decides those). Filter compares them with the node
-table's label columns: a node without any topology label fits (a single-zone
-cluster); otherwise each PV label must be matched by the node's label of the
-same key, or of the GA key for a beta one.
+``__`` or commas (LabelZonesToSet; an empty one is an error). Unbound claims
+of a WaitForFirstConsumer class are skipped (VolumeBinding decides those).
+Filter compares them with the node table's label columns: a node without any
+topology label fits (a single-zone cluster); otherwise each PV label must be
+matched by the node's label of the same key, or of the GA key for a beta one.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from scheduler.framework.interface import (
     PreFilterResult,
     QueueingHint,
 )
-from scheduler.framework.status import SKIP, SUCCESS, Code, Status, unresolvable
+from scheduler.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
 from scheduler.snapshot import NodeTable
 from scheduler.volumes import VolumeStore
 
@@ -62,9 +62,22 @@ class PVTopology:
     values: frozenset[str]
 
 
+def label_zones_to_set(value: str) -> frozenset[str]:
+    """LabelZonesToSet: zones joined by ``__`` (LabelMultiZoneDelimiter) or by
+    commas, spaces trimmed. Raises ValueError on an empty zone."""
+    joined = value.replace("__", ",")
+    zones = [z.strip() for z in joined.split(",")]
+    if any(not z for z in zones):
+        raise ValueError(
+            f'comma separated list of zones ("{joined}") must not contain an empty zone'
+        )
+    return frozenset(zones)
+
+
 def pv_topologies(pv: PersistentVolume) -> tuple[PVTopology, ...]:
+    """getPVTopologies; raises ValueError for a label with an empty zone."""
     return tuple(
-        PVTopology(pv.name, k, frozenset(v.strip() for v in pv.labels[k].split("__")))
+        PVTopology(pv.name, k, label_zones_to_set(pv.labels[k]))
         for k in TOPOLOGY_LABELS
         if k in pv.labels
     )
@@ -114,7 +127,10 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 return None, unresolvable(
                     f'persistentvolume "{pvc.volume_name}" not found', plugin=self.NAME
                 )
-            topologies += pv_topologies(pv)
+            try:
+                topologies += pv_topologies(pv)
+            except ValueError as e:
+                return None, error(str(e), plugin=self.NAME)
         if not topologies:
             return None, SKIP
         state.write(_STATE_KEY, tuple(topologies))
@@ -199,6 +215,9 @@ def _after_claim_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
 def _after_pv_change(pod: Pod, old: Any, new: Any) -> QueueingHint:
     if not isinstance(old, PersistentVolume) or not isinstance(new, PersistentVolume):
         return QueueingHint.QUEUE
-    if pv_topologies(old) != pv_topologies(new):
+    try:
+        if pv_topologies(old) != pv_topologies(new):
+            return QueueingHint.QUEUE
+    except ValueError:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP

@@ -217,6 +217,7 @@ def test_in_tree_defaults() -> None:
             "TaintToleration",
             "NodeAffinity",
             "NodeResourcesFit",
+            "VolumeBinding",
             "PodTopologySpread",
             "InterPodAffinity",
             "NodeResourcesBalancedAllocation",
@@ -226,6 +227,7 @@ def test_in_tree_defaults() -> None:
             "TaintToleration*3",
             "NodeAffinity*2",
             "NodeResourcesFit*1",
+            "VolumeBinding*1",
             "PodTopologySpread*2",
             "InterPodAffinity*2",
             "NodeResourcesBalancedAllocation*1",
@@ -1004,6 +1006,7 @@ def test_full_file() -> None:
         "NodeResourcesFit*4",
         "TaintToleration*5",
         "NodeAffinity*2",
+        "VolumeBinding*1",
         "PodTopologySpread*2",
         "InterPodAffinity*2",
     ]

@@ -162,3 +162,33 @@ def test_gang_not_admitted_provisions_nothing() -> None:
     for i in range(2):
         cur = env.s.cache.volumes.pvc(f"default/data{i}")
         assert cur is not None and ANN_SELECTED_NODE not in cur.annotations
+
+
+def test_preemption_frees_a_read_write_once_pod_claim() -> None:
+    """As kube-scheduler: the ReadWriteOncePod conflict is Unschedulable, and the
+    dry run that takes the claim's user off its node (RemovePod) finds the node
+    fits, so the lower-priority user is preempted and the preemptor takes it."""
+    from tests.unit.test_preemption import Harness
+
+    h = Harness(nodes=2)
+    rwop = pvc("c", volume="v", modes=("ReadWriteOncePod",))
+    h.s.on_volume_object("PersistentVolumeClaim", rwop)
+    h.s.on_volume_object("PersistentVolume", pv("v", claim="c", phase="Bound"))
+
+    async def go() -> None:
+        low_obj = with_claims(make_pod("low").priority(1).node("n0").phase("Running").obj(), "c")
+        low_obj["spec"]["terminationGracePeriodSeconds"] = 5
+        low = h.add(low_obj)
+        high = h.add(with_claims(make_pod("high").priority(100).obj(), "c"))
+        await h.drain()
+        assert h.s.last_failure[high] == (
+            "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the "
+            "same name and ReadWriteOncePod access mode."
+        )
+        assert h.cluster.deletions == [(low, 5)]
+        assert h.cluster.pods[high]["status"]["nominatedNodeName"] == "n0"
+        await h.advance(5)
+        assert low not in h.cluster.pods
+        assert h.node_of(high) == "n0"
+
+    asyncio.run(go())

@@ -195,14 +195,37 @@ def test_ephemeral_volume_counts_as_its_generated_claim() -> None:
     assert w.filter(VolumeBinding.new({}, w.handle), obj) == {"n0": OK, "n1": OK}
 
 
+def test_two_claims_skip_the_pv_the_first_one_took_on_a_single_node() -> None:
+    """findMatchingVolumes passes chosenPVs to FindMatchingVolume, which skips a
+    PV an earlier claim of the pod took and goes on to the next one: on the one
+    node, claim a (30Gi) takes the 50Gi PV and b (50Gi) the 100Gi one."""
+    w = World(1).add(
+        storage_class("wait"),
+        pvc("a", sc="wait", size="30Gi"),
+        pvc("b", sc="wait", size="50Gi"),
+        pv("small", size="50Gi", sc="wait", node="n0"),
+        pv("big", size="100Gi", sc="wait", node="n0"),
+    )
+    plugin = VolumeBinding.new({}, w.handle)
+    assert w.filter(plugin, pod("a", "b")) == {"n0": OK}
+    state = _reserve(w, plugin, pod("a", "b"), "n0")
+    assert state is not None
+    claimed = {
+        name: p.claim_ref.name if p and p.claim_ref else None
+        for name in ("small", "big")
+        for p in [w.cache.volumes.pv(name)]
+    }
+    assert claimed == {"small": "a", "big": "b"}
+
+
 def test_args() -> None:
     w = World(1)
     assert VolumeBinding.new({}, w.handle).args.bind_timeout_seconds == 600
     assert VolumeBinding.new({"bindTimeoutSeconds": 5}, w.handle).args.bind_timeout_seconds == 5
-    with pytest.raises(PluginArgsError, match="bindTimeoutSeconds"):
+    with pytest.raises(PluginArgsError, match="should not be a negative value"):
         VolumeBinding.new({"bindTimeoutSeconds": -1}, w.handle)
-    with pytest.raises(PluginArgsError, match="shape"):
-        VolumeBinding.new({"shape": []}, w.handle)
+    with pytest.raises(PluginArgsError, match="unknown field"):
+        VolumeBinding.new({"bindTimeout": 5}, w.handle)
 
 
 def _reserve(w: World, plugin: VolumeBinding, obj: dict[str, Any], node: str) -> CycleState:
