@@ -36,7 +36,7 @@ async def env() -> AsyncIterator[tuple[ApiServer, KubeClient]]:
         try:
             yield srv, kube
         finally:
-            kube.close()
+            await kube.aclose()
 
 
 def ref(obj: dict[str, Any]) -> ObjectRef:
@@ -198,8 +198,8 @@ async def test_per_pod_writes_over_tls_carry_the_token_and_content_types(
                 await wrong.bind(PodKey("default/p"), "", NodeName("n2"))
             assert e.value.status == 401
         finally:
-            kube.close()
-            wrong.close()
+            await kube.aclose()
+            await wrong.aclose()
 
 
 async def test_lease_create_update_and_conflicts(env: tuple[ApiServer, KubeClient]) -> None:
