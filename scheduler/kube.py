@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime
+import functools
 import json
 import logging
 import os
@@ -51,6 +52,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 import aiohttp
+import yarl
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import should_bypass_proxies
@@ -266,10 +268,10 @@ class LoopHttp:
         try:
             async with self._open().request(
                 method,
-                url,
+                yarl.URL(url, encoded=True),  # the path segments are quoted by the caller
                 data=json.dumps(body, separators=(",", ":")).encode(),
                 headers=headers,
-                timeout=aiohttp.ClientTimeout(sock_connect=timeout[0], sock_read=timeout[1]),
+                timeout=_client_timeout(timeout),
                 proxy=self.proxy,
                 proxy_headers=self.proxy_headers,
                 server_hostname=self.server_hostname,
@@ -288,6 +290,12 @@ class LoopHttp:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+@functools.lru_cache(maxsize=8)
+def _client_timeout(timeout: tuple[float, float]) -> aiohttp.ClientTimeout:
+    """(connect, read) seconds as aiohttp's timeout, made once per pair."""
+    return aiohttp.ClientTimeout(sock_connect=timeout[0], sock_read=timeout[1])
 
 
 def _ssl_context(cfg: k8s.Configuration) -> ssl.SSLContext:
