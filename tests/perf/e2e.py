@@ -199,6 +199,7 @@ def run(
                 "lease_largest_renew_time_gap_s": round(leases.largest_renew_time_gap(t0, t1), 3),
                 "lease_holders": sorted(holders),
                 "bind_writers": sorted(leases.bind_writers),
+                "event_writes": leases.events,
             }
         finally:
             for t in troupes:
@@ -220,7 +221,8 @@ def show(r: Mapping[str, Any]) -> str:
         f"{r['cycle_ms_per_pod']} ms/pod ({100 * (r['cycle_share_of_cpu'] or 0):.0f}% of CPU); "
         f"Lease: {r['lease_renewals']} renewals, largest gap {r['lease_largest_gap_s']}s "
         f"(renewTimes: {r['lease_largest_renew_time_gap_s']}s), "
-        f"holders {r['lease_holders']}"
+        f"holders {r['lease_holders']}; writes: {r['bound']} bindings, "
+        f"{r['event_writes']} Event creates/patches"
     )
 
 
