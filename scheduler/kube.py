@@ -5,24 +5,28 @@ account, else a kubeconfig. The same credentials serve the writes made here
 and kopf's watches (`credentials()` feeds the operator's login handler), so
 there is no second way in.
 
-The client is synchronous, so every call runs in a thread pool and the event
-loop never blocks. Traffic runs in three lanes, as kube-scheduler gives events
-and leader election their own clients: writes of the scheduling work (binds,
-conditions, PodGroup status), Events, and the Lease. Each lane has its own
-token bucket (QPS with a burst, as client-go) and its own threads, so Lease
-renewals never wait behind a backlog of binds. Every request has a timeout;
-429, 5xx and transport errors are retried with exponential backoff. Writes of
+Traffic runs in three lanes, as kube-scheduler gives events and leader
+election their own clients: writes of the scheduling work (binds, conditions,
+PodGroup status), Events, and the Lease. Each lane has its own token bucket
+(QPS with a burst, as client-go) and its own connections, so Lease renewals
+never wait behind a backlog of binds. Every request has a timeout; 429, 5xx
+and transport errors are retried with exponential backoff. Writes of
 scheduling work are *fenced*: right before a request leaves, `fence()` must
 say this replica still leads, else it fails with `NotLeader` (a leader that
 could not renew in time drops its queued binds instead of sending them late).
 
-The requests made per pod (binds, Events, pod status patches) skip the
-generated API: `KubeClient._send` writes them through the client's own
-connection pool with its headers and credentials, as JSON built here; the
-generated API's per-call machinery cost ~1 ms of CPU per call (DESIGN.md, "The
-operator path: measured costs"). Other calls go through the generated API,
-with `_preload_content=False` where the answer is not a model the client can
-parse (a real API server answers a binding with a Status).
+The requests made per pod (binds, Events, pod status patches) are sent from
+the event loop with aiohttp (`LoopHttp`), as JSON built here, with the
+kubernetes client's configuration: its host, TLS settings (CA, client
+certificate, insecure-skip-tls-verify, server name), proxy, default headers
+(User-Agent) and credentials (a rotating or exec-provided token refreshed
+through the client's own hook). Through the kubernetes client each of them
+cost ~1 ms of CPU (the generated API's per-call machinery, then urllib3 and
+http.client in a thread and the hop back to the loop); on the loop a request
+costs ~0.2 ms. The kubernetes client, which is synchronous, still makes the
+other calls (lists, reads, PodGroup status, volumes, the Lease) in its lane's
+thread pool, with `_preload_content=False` where the answer is not a model the
+client can parse (a real API server answers a binding with a Status).
 
 A 409 on bind raises BindConflict (the scheduler then reads the pod to tell a
 bind by someone else from a re-created pod); a 404 raises NotFound. Other API
@@ -35,19 +39,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import datetime
+import functools
 import json
 import logging
 import os
 import socket
+import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
-import urllib3
+import aiohttp
+import yarl
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes.client.rest import should_bypass_proxies
 
 from scheduler import __version__
 from scheduler.api.types import (
@@ -179,20 +187,141 @@ class TokenBucket:
         self.last = now()
         self._lock = asyncio.Lock()
 
+    def _refill(self) -> None:
+        t = self.now()
+        self.tokens = min(self.burst, self.tokens + (t - self.last) * self.qps)
+        self.last = t
+
     async def take(self) -> None:
+        if not self._lock.locked():  # nobody waits: no need to queue
+            self._refill()
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return
         async with self._lock:
             while True:
-                t = self.now()
-                self.tokens = min(self.burst, self.tokens + (t - self.last) * self.qps)
-                self.last = t
+                self._refill()
                 if self.tokens >= 1:
                     self.tokens -= 1
                     return
                 await asyncio.sleep((1 - self.tokens) / self.qps)
 
 
+class LoopHttp:
+    """JSON requests sent from the event loop (aiohttp), configured as the
+    kubernetes client's `Configuration` says: host, TLS (CA file or data,
+    client certificate, verify_ssl, assert_hostname, tls_server_name), proxy
+    (unless no_proxy bypasses it) and, per request, the client's default headers
+    (User-Agent), cookie and credentials through `update_params_for_auth` (the
+    client's refresh hook renews an expiring token).
+
+    At most `limit` connections; the session is made on the first request, on
+    the loop that makes it, and closed by `close()`.
+    """
+
+    def __init__(self, api: k8s.ApiClient, *, limit: int) -> None:
+        cfg = api.configuration
+        self.api = api
+        self.limit = limit
+        self.host = str(cfg.host).rstrip("/")
+        self.proxy: str | None = None
+        self.proxy_headers: Any = None
+        if cfg.proxy and not should_bypass_proxies(self.host, cfg.no_proxy or ""):
+            if not str(cfg.proxy).startswith(("http://", "https://")):
+                raise ValueError(f"proxy {cfg.proxy}: only HTTP(S) proxies are supported")
+            self.proxy, self.proxy_headers = str(cfg.proxy), cfg.proxy_headers
+        https = self.host.startswith("https")
+        self.ssl: ssl.SSLContext | bool = _ssl_context(cfg) if https else True
+        self.server_hostname: str | None = cfg.tls_server_name or None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        s = self._session
+        if s is None or s.closed:
+            s = self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.limit, ssl=self.ssl),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+            )
+        return s
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any],
+        timeout: tuple[float, float],
+        content_type: str = JSON,
+    ) -> bytes:
+        """Send one request and return the body of a 2xx answer; any other
+        status raises the client's ApiException (status, reason, body), as its
+        own calls do, so that callers map errors and Lanes retry alike."""
+        api = self.api
+        headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        queries: list[tuple[str, str]] = []
+        api.update_params_for_auth(headers, queries, AUTH_SETTINGS, path, method, body)
+        url = self.host + path
+        if queries:
+            url += "?" + "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in queries)
+        try:
+            async with self._open().request(
+                method,
+                yarl.URL(url, encoded=True),  # the path segments are quoted by the caller
+                data=json.dumps(body, separators=(",", ":")).encode(),
+                headers=headers,
+                timeout=_client_timeout(timeout),
+                proxy=self.proxy,
+                proxy_headers=self.proxy_headers,
+                server_hostname=self.server_hostname,
+            ) as r:
+                data = await r.read()
+                status, reason = r.status, r.reason
+        except aiohttp.ClientSSLError as e:  # a bad certificate is not transient
+            raise k8s.ApiException(status=0, reason=f"{type(e).__name__}\n{e}") from None
+        if not 200 <= status <= 299:
+            raise k8s.ApiException(
+                status=status, reason=reason, body=data.decode("utf-8", "replace")
+            )
+        return data
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+@functools.lru_cache(maxsize=8)
+def _client_timeout(timeout: tuple[float, float]) -> aiohttp.ClientTimeout:
+    """(connect, read) seconds as aiohttp's timeout, made once per pair."""
+    return aiohttp.ClientTimeout(sock_connect=timeout[0], sock_read=timeout[1])
+
+
+def _ssl_context(cfg: k8s.Configuration) -> ssl.SSLContext:
+    """The TLS settings the client's urllib3 pool would use, as an SSLContext."""
+    ctx = ssl.create_default_context()
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    else:
+        if cfg.ssl_ca_cert or cfg.ca_cert_data:
+            data = cfg.ca_cert_data
+            ctx.load_verify_locations(
+                cafile=cfg.ssl_ca_cert or None,
+                cadata=data.decode() if isinstance(data, bytes) else data or None,
+            )
+        if cfg.assert_hostname is False:
+            ctx.check_hostname = False
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
+    return ctx
+
+
 class Lane:
-    """One stream of API traffic: its own threads, token bucket and timeout."""
+    """One stream of API traffic: its own token bucket, timeout, retries and
+    connections: a thread pool for the kubernetes client's calls (`call`) and,
+    with `http`, aiohttp on the loop (`send`)."""
 
     def __init__(
         self,
@@ -204,6 +333,7 @@ class Lane:
         timeout: tuple[float, float],
         retries: int,
         backoff: float,
+        http: LoopHttp | None = None,
     ) -> None:
         self.name = name
         self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
@@ -211,6 +341,7 @@ class Lane:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.http = http
 
     async def call(
         self,
@@ -237,23 +368,53 @@ class Lane:
                 release()
             return out
 
-        delay = self.backoff
         loop = asyncio.get_running_loop()
-        for attempt in range(self.retries + 1):
+        return await self._retrying(what, lambda: loop.run_in_executor(self.pool, run))
+
+    async def send(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        body: Mapping[str, Any],
+        fence: Callable[[], bool] | None = None,
+        content_type: str = JSON,
+    ) -> bytes:
+        """One JSON request from the loop (no thread), rate-limited and retried
+        as `call`; fenced the same way, right before the request leaves."""
+        http = self.http
+        assert http is not None, f"lane {self.name} sends through threads only"
+
+        async def attempt() -> bytes:
+            if fence is not None and not fence():
+                raise NotLeader(f"{what}: not sent, this replica no longer leads")
+            return await http.request(method, path, body, self.timeout, content_type)
+
+        return await self._retrying(what, attempt)
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        delay = self.backoff
+        for n in range(self.retries + 1):
             await self.limiter.take()
             try:
-                return await loop.run_in_executor(self.pool, run)
+                return await attempt()
             except k8s.ApiException as e:
-                if e.status not in RETRIABLE or attempt == self.retries:
+                if e.status not in RETRIABLE or n == self.retries:
                     raise
                 log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
-            except (OSError, TimeoutError) as e:
-                if attempt == self.retries:
+            except (OSError, TimeoutError, aiohttp.ClientError) as e:
+                if n == self.retries:
                     raise
-                log.warning("%s: %s, retrying in %.1fs", what, e, delay)
+                log.warning("%s: %s, retrying in %.1fs", what, e or type(e).__name__, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
         raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        """Close the loop's connections, then the threads (see `close`)."""
+        if self.http is not None:
+            await self.http.close()
+        self.close()
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -288,6 +449,7 @@ class KubeClient:
         qps: float = 50.0,
         burst: int = 100,
         workers: int = 8,
+        connections: int = 32,
         retries: int = 5,
         backoff: float = 0.2,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
@@ -308,15 +470,17 @@ class KubeClient:
             timeout=timeout,
             retries=retries,
             backoff=backoff,
+            http=LoopHttp(api, limit=connections),
         )
         self.event_lane = Lane(
             "kube-events",
             qps=qps,
             burst=burst,
-            workers=2,
+            workers=1,
             timeout=timeout,
             retries=retries,
             backoff=backoff,
+            http=LoopHttp(api, limit=max(1, connections // 4)),
         )
         self.retries = retries
         self.backoff = backoff
@@ -343,53 +507,12 @@ class KubeClient:
     async def _write(self, what: str, fn: Callable[[tuple[float, float]], T]) -> T:
         return await self.writes.call(what, fn, self.fence)
 
-    def _patch_pod_status(
-        self, pod: PodKey, patch: Mapping[str, Any], timeout: tuple[float, float]
-    ) -> urllib3.BaseHTTPResponse:
-        """A strategic-merge patch of the pod's status (what the generated
-        `patch_namespaced_pod_status` sends for a dict)."""
+    async def _patch_pod_status(self, what: str, pod: PodKey, patch: Mapping[str, Any]) -> None:
+        """A fenced strategic-merge patch of the pod's status (what the generated
+        `patch_namespaced_pod_status` sends for a dict), from the loop."""
         ns, name = _split(pod)
         path = f"/api/v1/namespaces/{_seg(ns)}/pods/{_seg(name)}/status"
-        return self._send("PATCH", path, patch, timeout, STRATEGIC_MERGE_PATCH)
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        body: Mapping[str, Any],
-        timeout: tuple[float, float],
-        content_type: str = JSON,
-    ) -> urllib3.BaseHTTPResponse:
-        """One JSON request through the client's own connection pool, with its
-        default headers (User-Agent), cookie and credentials (a rotating token
-        refreshed as the client does), for the calls made per pod (binds,
-        Events, pod status patches). The generated API's per-call machinery
-        (parameter validation and sanitizing, header negotiation, response
-        wrapping) cost ~1 ms of CPU per call; this is the same request without it.
-        A non-2xx answer raises the client's ApiException, as `_preload_content=False`
-        calls do, so callers map errors and Lanes retry exactly as before."""
-        api = self.api
-        headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        queries: list[tuple[str, str]] = []
-        api.update_params_for_auth(headers, queries, AUTH_SETTINGS, path, method, body)
-        url = api.configuration.host + path
-        if queries:
-            url += "?" + "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in queries)
-        try:
-            r = api.rest_client.pool_manager.request(
-                method,
-                url,
-                body=json.dumps(body, separators=(",", ":")).encode(),
-                headers=headers,
-                timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
-            )
-        except urllib3.exceptions.SSLError as e:  # as the client's REST layer
-            raise k8s.ApiException(status=0, reason=f"{type(e).__name__}\n{e}") from None
-        if not 200 <= r.status <= 299:
-            raise k8s.ApiException.from_response(http_resp=r, body=None, data=None)
-        return r
+        await self.writes.send(what, "PATCH", path, patch, self.fence, STRATEGIC_MERGE_PATCH)
 
     # ---- ClusterClient -------------------------------------------------------------
 
@@ -403,7 +526,7 @@ class KubeClient:
         }
         path = f"/api/v1/namespaces/{_seg(ns)}/pods/{_seg(name)}/binding"
         try:
-            await self._write(f"bind {pod}", lambda t: self._send("POST", path, body, t))
+            await self.writes.send(f"bind {pod}", "POST", path, body, self.fence)
         except k8s.ApiException as e:
             if e.status == 409:
                 raise BindConflict(f"pod {pod}: {_api_error(e)}") from None
@@ -467,9 +590,12 @@ class KubeClient:
             return
         try:
             path = f"/api/v1/namespaces/{_seg(op.namespace)}/events/{_seg(op.name)}"
-            await self.event_lane.call(
+            await self.event_lane.send(
                 f"event for {obj.namespace}/{obj.name}",
-                lambda t: self._send("PATCH", path, op.body, t, STRATEGIC_MERGE_PATCH),
+                "PATCH",
+                path,
+                op.body,
+                content_type=STRATEGIC_MERGE_PATCH,
             )
             self.events_written += 1
         except k8s.ApiException as e:
@@ -484,10 +610,8 @@ class KubeClient:
     async def _create_event(self, op: Create) -> None:
         try:
             path = f"/api/v1/namespaces/{_seg(op.namespace)}/events"
-            await self.event_lane.call(
-                f"event {op.body['metadata']['name']}",
-                lambda t: self._send("POST", path, op.body, t),
-            )
+            what = f"event {op.body['metadata']['name']}"
+            await self.event_lane.send(what, "POST", path, op.body)
             self.events_written += 1
         except k8s.ApiException as e:
             self.recorder.forget(op.key)
@@ -502,9 +626,8 @@ class KubeClient:
             "lastTransitionTime": _now_rfc3339(),
         }
         try:
-            await self._write(
-                f"condition of {pod}",
-                lambda t: self._patch_pod_status(pod, {"status": {"conditions": [cond]}}, t),
+            await self._patch_pod_status(
+                f"condition of {pod}", pod, {"status": {"conditions": [cond]}}
             )
         except k8s.ApiException as e:
             if e.status != 404:
@@ -559,11 +682,8 @@ class KubeClient:
 
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         try:
-            await self._write(
-                f"nominated node of {pod}",
-                lambda t: self._patch_pod_status(
-                    pod, {"status": {"nominatedNodeName": node or None}}, t
-                ),
+            await self._patch_pod_status(
+                f"nominated node of {pod}", pod, {"status": {"nominatedNodeName": node or None}}
             )
         except k8s.ApiException as e:
             if e.status != 404:
@@ -578,9 +698,8 @@ class KubeClient:
             "lastTransitionTime": _now_rfc3339(),
         }
         try:
-            await self._write(
-                f"DisruptionTarget of {pod}",
-                lambda t: self._patch_pod_status(pod, {"status": {"conditions": [cond]}}, t),
+            await self._patch_pod_status(
+                f"DisruptionTarget of {pod}", pod, {"status": {"conditions": [cond]}}
             )
         except k8s.ApiException as e:
             if e.status == 404:
@@ -630,7 +749,14 @@ class KubeClient:
         self._leases.append(lease)
         return lease
 
+    async def aclose(self) -> None:
+        """Close every connection and thread (on the loop that made the requests)."""
+        await self.writes.aclose()
+        await self.event_lane.aclose()
+        self.close()
+
     def close(self) -> None:
+        """Stop the threads; `aclose` closes the loop's connections too."""
         self.writes.close()
         self.event_lane.close()
         for lease in self._leases:

@@ -144,6 +144,25 @@ class LeaderElector:
         return ok
 
     async def _try_acquire_or_renew(self, now: float) -> bool:
+        obs = self._observed
+        if (
+            self.is_leader
+            and obs is not None
+            and obs.holder == self.identity
+            and now < obs.renew_time + obs.lease_duration_seconds
+        ):
+            # client-go's fast path (leaderelection.go tryAcquireOrRenew): a
+            # leader whose Lease is still valid updates the record it observed
+            # last without reading it first, one request per renewal instead of
+            # two; the resourceVersion precondition refuses it if the Lease
+            # changed meanwhile, and then the slow path reads it.
+            try:
+                self._observed = await self.client.update(
+                    replace(obs, renew_time=now, lease_duration_seconds=self.lease_duration)
+                )
+                return True
+            except Exception as e:
+                log.warning("leader election: optimistic renewal failed (%s): reading the Lease", e)
         try:
             cur = await self.client.get()
             if cur is None:

@@ -26,9 +26,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, Self
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -103,6 +104,35 @@ def run_checks(
     if not verbose:
         return HealthReport(200, "ok", failed)
     return HealthReport(200, "".join(lines) + f"{endpoint} check passed\n", failed)
+
+
+# prometheus_client's `labels()` validates its arguments and takes a lock on
+# every call, ~10 us; the scheduler calls it several times per attempt (one
+# histogram per extension point, as kube-scheduler). A child that exists is
+# looked up directly in the parent's dict of children (keyed by the label
+# values as strings; a plain dict read is atomic under the GIL); anything else
+# (a new child, keyword labels, values that are not strings) goes through
+# `labels()` as before. `remove()` and `clear()` edit that same dict.
+def _existing(metric: Any, values: tuple[object, ...]) -> Any:
+    return metric._metrics.get(values)
+
+
+class Counter(prometheus_client.Counter):
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
+        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
+
+
+class Gauge(prometheus_client.Gauge):
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
+        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
+
+
+class Histogram(prometheus_client.Histogram):
+    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
+        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
+        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:

@@ -575,7 +575,7 @@ async def run(
         if election is not None:
             await election.stop()
         kopf_thread.stop()
-        kube.close()
+        await kube.aclose()
         if close_metrics is not None:
             await close_metrics()  # type: ignore[misc]
     return 1 if lost else 0

@@ -47,6 +47,7 @@ from calendar import timegm
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Final, TypeVar
 
 from scheduler.api._read import (
@@ -172,6 +173,11 @@ def resource_list(
     """A v1.ResourceList in scaled units (zeros kept: "stated as 0" is not "absent")."""
     out: dict[str, int] = {}
     for name, raw in get_map(obj, key, prefix).items():
+        if isinstance(raw, str) and isinstance(name, str):
+            amount = _scaled_text(name, raw, milli)
+            if amount is not None:
+                out[name] = amount
+                continue
         path = f"{prefix}{key}.{name}"
         q = parse_quantity(raw, path)
         if q < 0:
@@ -181,6 +187,21 @@ def resource_list(
             raise invalid(path, raw, f"must be at most {MAX_AMOUNT} in scaled units")
         out[str(name)] = amount
     return out
+
+
+@lru_cache(maxsize=4096)
+def _scaled_text(name: str, raw: str, milli: frozenset[str]) -> int | None:
+    """`resource_list`'s amount for a valid quantity string, remembered (pods
+    repeat the same few requests); None for anything `resource_list` refuses,
+    which it then parses again to say why."""
+    try:
+        q = parse_quantity(raw)
+    except ParseError:
+        return None
+    if q < 0:
+        return None
+    amount = to_scaled(name, q, milli)
+    return amount if amount <= MAX_AMOUNT else None
 
 
 def _add(into: dict[str, int], res: Mapping[str, int]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -36,7 +37,7 @@ async def env() -> AsyncIterator[tuple[ApiServer, KubeClient]]:
         try:
             yield srv, kube
         finally:
-            kube.close()
+            await kube.aclose()
 
 
 def ref(obj: dict[str, Any]) -> ObjectRef:
@@ -198,8 +199,8 @@ async def test_per_pod_writes_over_tls_carry_the_token_and_content_types(
                 await wrong.bind(PodKey("default/p"), "", NodeName("n2"))
             assert e.value.status == 401
         finally:
-            kube.close()
-            wrong.close()
+            await kube.aclose()
+            await wrong.aclose()
 
 
 async def test_lease_create_update_and_conflicts(env: tuple[ApiServer, KubeClient]) -> None:
@@ -241,3 +242,86 @@ async def test_lease_calls_do_not_wait_behind_writes(env: tuple[ApiServer, KubeC
     assert not any(b.done() for b in binds)
     srv.unhang()
     await asyncio.gather(*binds, return_exceptions=True)
+
+
+async def test_per_pod_writes_follow_the_clients_tls_settings(tmp_path: Path) -> None:
+    """The loop's writes verify the server with the kubeconfig's CA; without it
+    the certificate is refused at once (not retried as a transient error);
+    insecure-skip-tls-verify (verify_ssl False) accepts it."""
+    async with ApiServer(tls=True) as srv:
+        p = srv.create(POD)
+        cfg = k8s.Configuration()
+        cfg.host = srv.url  # no CA: the system's trust store does not know the test CA
+        untrusting = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
+        insecure_cfg = k8s.Configuration()
+        insecure_cfg.host = srv.url
+        insecure_cfg.verify_ssl = False
+        insecure = KubeClient(k8s.ApiClient(insecure_cfg), backoff=0.01, identity="test")
+        try:
+            with pytest.raises(ApiError) as e:
+                await untrusting.bind(PodKey("default/p"), "", NodeName("n1"))
+            assert e.value.status == 0 and "Certificate" in str(e.value)
+            assert srv.binds == 0
+            await insecure.bind(PodKey("default/p"), p["metadata"]["uid"], NodeName("n1"))
+            assert srv.binds == 1
+        finally:
+            await untrusting.aclose()
+            await insecure.aclose()
+
+
+async def test_per_pod_writes_take_a_refreshed_token() -> None:
+    """A token that the client's refresh hook renews (exec providers, rotating
+    service-account tokens) is the one each request carries."""
+    async with ApiServer(token="new") as srv:
+        srv.create(POD)
+        cfg = k8s.Configuration()
+        cfg.host = srv.url
+        cfg.api_key = {"authorization": "old"}
+        cfg.api_key_prefix = {"authorization": "Bearer"}
+        kube = KubeClient(k8s.ApiClient(cfg), retries=0, identity="test")
+        try:
+            with pytest.raises(ApiError) as e:
+                await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "m")
+            assert e.value.status == 401
+
+            def refresh(c: k8s.Configuration) -> None:
+                c.api_key["authorization"] = "new"
+
+            cfg.refresh_api_key_hook = refresh
+            await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "m")
+            assert srv.get("pods", "default", "p")["status"]["conditions"][0]["reason"] == (  # type: ignore[index]
+                "Unschedulable"
+            )
+        finally:
+            await kube.aclose()
+
+
+async def test_per_pod_writes_go_through_the_configured_proxy(
+    env: tuple[ApiServer, KubeClient],
+) -> None:
+    """An HTTP proxy in the client's configuration carries the loop's writes
+    unless no_proxy names the server."""
+    srv, _ = env
+    srv.create(POD)
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    cfg = k8s.Configuration()
+    cfg.host = srv.url
+    cfg.proxy = dead
+    cfg.no_proxy = ""
+    proxied = KubeClient(k8s.ApiClient(cfg), retries=0, identity="test")
+    cfg2 = k8s.Configuration()
+    cfg2.host = srv.url
+    cfg2.proxy = dead
+    cfg2.no_proxy = "127.0.0.1"
+    bypassed = KubeClient(k8s.ApiClient(cfg2), retries=0, identity="test")
+    try:
+        with pytest.raises(OSError):  # the proxy refused the connection
+            await proxied.bind(PodKey("default/p"), "", NodeName("n1"))
+        assert srv.binds == 0
+        await bypassed.bind(PodKey("default/p"), "", NodeName("n1"))
+        assert srv.binds == 1
+    finally:
+        await proxied.aclose()
+        await bypassed.aclose()

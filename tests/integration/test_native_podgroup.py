@@ -141,7 +141,7 @@ async def test_discovery_finds_the_version_to_watch(
     try:
         assert got == want
     finally:
-        kube.close()
+        await kube.aclose()
         await srv.stop()
 
 
@@ -161,5 +161,5 @@ async def test_native_status_goes_to_the_native_status_subresource() -> None:
         with pytest.raises(NotFound):
             await kube.patch_pod_group_status("scheduling.k8s.io/default/none", {})
     finally:
-        kube.close()
+        await kube.aclose()
         await srv.stop()

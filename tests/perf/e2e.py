@@ -21,8 +21,9 @@ binding. Reported per run:
   of the CPU time;
 - Lease renewals under that load: every successful write of the Lease by the
   leader as the server saw it; the largest gap between two (the renewals
-  are `retryPeriod` apart when nothing delays them), and whether the Lease's
-  holder ever changed or a non-leader wrote a binding (with `--replicas 2` a
+  are `retryPeriod` apart when nothing delays them), and between the
+  renewTimes the leader wrote (a late elector, rather than a late answer);
+  whether the Lease's holder ever changed or a non-leader wrote a binding (with `--replicas 2` a
   standby runs too, watching everything as the leader does).
 
 With `--profile DIR`, py-spy samples the leader during the window (raw folded
@@ -32,6 +33,7 @@ stacks in DIR, then a breakdown by where the time went; see tests/perf/spy.py).
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
 import json
 import os
@@ -71,11 +73,16 @@ def metric_sum(t: Troupe, name: str) -> float:
 
 class LeaseWatch:
     """Every successful Lease write as the server saw it: when, by whom, and the
-    holder the Lease names afterwards (read on the server's loop, in order)."""
+    holder the Lease names afterwards (read on the server's loop, in order),
+    with the renewTime the writer put in it: the elector's clock when its
+    renewal began. A long gap between two server times with renewTimes
+    `retryPeriod` apart was a late answer (the server, or the network); a
+    long gap in renewTimes was the elector starting late."""
 
     def __init__(self, srv: ApiServer) -> None:
         self.srv = srv
         self.renewals: list[tuple[float, str, str]] = []  # (time, writer, holder)
+        self.renew_times: list[tuple[float, float]] = []  # (server time, spec.renewTime)
         self.bind_writers: set[str] = set()
         self.events = 0  # Events created or patched
         srv.on_write = self._on_write
@@ -93,14 +100,24 @@ class LeaseWatch:
             return
         res = self.srv.store.resolve("leases")
         obj = self.srv.store.get(res, w.namespace, w.name)
-        holder = str(((obj or {}).get("spec") or {}).get("holderIdentity") or "")
+        spec = (obj or {}).get("spec") or {}
+        holder = str(spec.get("holderIdentity") or "")
         self.renewals.append((w.time, w.user_agent, holder))
+        renew = str(spec.get("renewTime") or "")
+        if renew:
+            at = datetime.datetime.fromisoformat(renew.replace("Z", "+00:00")).timestamp()
+            self.renew_times.append((w.time, at))
 
     def holder(self) -> str:
         return self.renewals[-1][2] if self.renewals else ""
 
     def largest_gap(self, since: float, until_: float) -> float:
         times = [t for t, _, _ in self.renewals if since <= t <= until_]
+        return max((b - a for a, b in itertools.pairwise(times)), default=float("nan"))
+
+    def largest_renew_time_gap(self, since: float, until_: float) -> float:
+        """The largest gap between the renewTimes written (the elector's clock)."""
+        times = [r for t, r in self.renew_times if since <= t <= until_]
         return max((b - a for a, b in itertools.pairwise(times)), default=float("nan"))
 
     def holders(self, since: float) -> set[str]:
@@ -179,8 +196,10 @@ def run(
                 "cycle_share_of_cpu": round(cyc / cpu, 3) if cpu else None,
                 "lease_renewals": sum(1 for t, _, _ in leases.renewals if t0 <= t <= t1),
                 "lease_largest_gap_s": round(leases.largest_gap(t0, t1), 3),
+                "lease_largest_renew_time_gap_s": round(leases.largest_renew_time_gap(t0, t1), 3),
                 "lease_holders": sorted(holders),
                 "bind_writers": sorted(leases.bind_writers),
+                "event_writes": leases.events,
             }
         finally:
             for t in troupes:
@@ -200,8 +219,10 @@ def show(r: Mapping[str, Any]) -> str:
         f"(until the last Event, at {r['events_done_seconds']}s; "
         f"{r['cpu_share_of_wall']} cores), scheduling cycle "
         f"{r['cycle_ms_per_pod']} ms/pod ({100 * (r['cycle_share_of_cpu'] or 0):.0f}% of CPU); "
-        f"Lease: {r['lease_renewals']} renewals, largest gap {r['lease_largest_gap_s']}s, "
-        f"holders {r['lease_holders']}"
+        f"Lease: {r['lease_renewals']} renewals, largest gap {r['lease_largest_gap_s']}s "
+        f"(renewTimes: {r['lease_largest_renew_time_gap_s']}s), "
+        f"holders {r['lease_holders']}; writes: {r['bound']} bindings, "
+        f"{r['event_writes']} Event creates/patches"
     )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
 from scheduler.clock import VirtualClock
-from scheduler.leader import InMemoryLeases, LeaderElector
+from scheduler.leader import InMemoryLeases, LeaderElector, LeaseRecord
 
 
 async def step(clock: VirtualClock, seconds: float, dt: float = 0.5) -> None:
@@ -133,3 +134,50 @@ async def test_issue14_two_leaders_never_act_at_once_with_a_hung_api() -> None:
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class CountingView:
+    """A LeaseClient over an InMemoryLeases view that counts its calls."""
+
+    def __init__(self, leases: InMemoryLeases) -> None:
+        self.view = leases.view()
+        self.calls: list[str] = []
+
+    async def get(self) -> LeaseRecord | None:
+        self.calls.append("get")
+        return await self.view.get()
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        self.calls.append("create")
+        return await self.view.create(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        self.calls.append("update")
+        return await self.view.update(record)
+
+
+async def test_a_valid_leader_renews_with_one_update_and_reads_after_a_conflict() -> None:
+    """client-go's fast path: while its Lease is valid, the leader updates the
+    record it observed without reading it first; when the Lease changed under
+    it (409), it reads the Lease and finds it lost."""
+    clock = VirtualClock(start=0.0)
+    leases = InMemoryLeases()
+    client = CountingView(leases)
+    e = LeaderElector(client, "a", clock, lease_duration=15, renew_deadline=10, retry_period=2)
+    stopped: list[float] = []
+    task = asyncio.create_task(e.run(lambda: None, lambda: stopped.append(clock.now())))
+    await step(clock, 0.5)
+    assert e.is_leader and client.calls == ["get", "create"]
+    client.calls.clear()
+    await step(clock, 10)
+    assert client.calls and set(client.calls) == {"update"}  # no read per renewal
+    assert leases.record is not None and leases.record.renew_time >= 8
+    # Another replica forcibly takes the Lease (say, an operator's kubectl edit).
+    assert leases.record is not None
+    leases._bump(replace(leases.record, holder="b", renew_time=clock.now()))
+    client.calls.clear()
+    await step(clock, 12)
+    assert client.calls[:2] == ["update", "get"]  # refused, then read
+    assert stopped and not e.is_leader
+    assert leases.record is not None and leases.record.holder == "b"
+    await task

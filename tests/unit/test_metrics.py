@@ -185,6 +185,36 @@ def test_leader_loop_and_plugin_errors() -> None:
     assert samples(m)[("leader_election_master_status", (("name", "troupe-scheduler"),))] == 0
 
 
+def test_labelled_children_are_found_again_however_named() -> None:
+    """`labels()` finds an existing child without prometheus_client's checks;
+    keyword labels, non-string values, `remove` and `clear` still behave."""
+    m = Metrics()
+    h = m.extension_point_duration
+    first = h.labels("Filter", "Success", "troupe-scheduler")
+    first.observe(0.5)
+    assert h.labels("Filter", "Success", "troupe-scheduler") is first
+    assert h.labels(extension_point="Filter", status="Success", profile="troupe-scheduler") is first
+    m.pod_scheduling_sli.labels(2).observe(1.0)  # an int label value, as str(2)
+    assert m.pod_scheduling_sli.labels("2") is m.pod_scheduling_sli.labels(2)
+    with pytest.raises(ValueError, match="Incorrect label count"):
+        h.labels("Filter")
+    m.podgroups.labels("Running").set(3)
+    m.podgroups.clear()
+    assert ("troupe_podgroups", (("phase", "Running"),)) not in samples(m)
+    m.podgroups.labels("Running").set(1)
+    m.queue_incoming.labels("active", "PodAdd").inc()
+    m.queue_incoming.remove("active", "PodAdd")
+    m.queue_incoming.labels("active", "PodAdd").inc()
+    got = samples(m)
+    assert got[("troupe_podgroups", (("phase", "Running"),))] == 1
+    assert (
+        got[("scheduler_queue_incoming_pods_total", (("event", "PodAdd"), ("queue", "active")))]
+        == 1
+    )
+    key = (("extension_point", "Filter"), ("profile", "troupe-scheduler"), ("status", "Success"))
+    assert got[("scheduler_framework_extension_point_duration_seconds_count", key)] == 1
+
+
 def test_process_and_runtime_collectors() -> None:
     got = samples(Metrics())
     names = {name for name, _ in got}
