@@ -209,7 +209,7 @@ class EventHandlers(SchedulerState):
             self.queue.add(pod)
             qpi = self.queue.get(key)
             where = "gated" if qpi is not None and qpi.gated else "active"
-            self.metrics.queue_incoming.labels(where, "PodAdd").inc()
+            self.metrics.child(self.metrics.queue_incoming, where, "PodAdd").inc()
             self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
         else:
             changed = pod_updated(old.pod, pod)

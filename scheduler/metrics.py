@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -109,9 +109,13 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
     return [start * factor**i for i in range(count)]
 
 
+_M = TypeVar("_M", Counter, Gauge, Histogram)
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[object, tuple[str, ...]], object] = {}
         # Called before each scrape, to set gauges from live state.
         self.refreshers: list[Callable[[], None]] = []
         self.schedule_attempts = Counter(
@@ -227,6 +231,18 @@ class Metrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         self.health = HealthChecks()
+
+    def child(self, metric: _M, *labels: str) -> _M:
+        """`metric.labels(*labels)`, remembered. prometheus-client takes a lock and
+        checks the label values on every `labels()` call (a few microseconds, many
+        times per scheduling cycle); its children live as long as the metric
+        unless it is cleared, so this is only for metrics never cleared (not the
+        gauges that refreshers rebuild)."""
+        key = (metric, labels)
+        got = self._children.get(key)
+        if got is None:
+            got = self._children[key] = metric.labels(*labels)
+        return got  # type: ignore[return-value]
 
     def set_leader(self, name: str, leading: bool) -> None:
         """This replica started (True) or stopped (False) leading the lease `name`."""

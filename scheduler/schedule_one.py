@@ -161,8 +161,9 @@ class PodCycle(SchedulerState):
 
     def _count_attempt(self, profile: Profile, outcome: str, seconds: float) -> None:
         """One pod's scheduling attempt: "scheduled", "unschedulable" or "error"."""
-        self.metrics.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
-        self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(seconds)
+        m = self.metrics
+        m.child(m.schedule_attempts, outcome, profile.scheduler_name).inc()
+        m.child(m.attempt_duration, outcome, profile.scheduler_name).observe(seconds)
 
     @staticmethod
     def _outcome(result: FitError | Status) -> str:

@@ -110,7 +110,7 @@ class SchedulerState:
         moved = self.queue.move_on_event(event, old, new)
         if moved:
             label = f"{event.resource.value}{action_name(event.action)}"
-            self.metrics.queue_incoming.labels("active", label).inc(moved)
+            self.metrics.child(self.metrics.queue_incoming, "active", label).inc(moved)
 
     def _notify(self) -> None:
         if self._wakeup is not None:

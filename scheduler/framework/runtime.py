@@ -104,8 +104,11 @@ def timed(point: str) -> Callable[[F], F]:
                     return await fn(self, *args)
                 t0 = time.perf_counter()
                 out = await fn(self, *args)
-                self.metrics.extension_point_duration.labels(
-                    point, status_label(out), self.scheduler_name
+                self.metrics.child(
+                    self.metrics.extension_point_duration,
+                    point,
+                    status_label(out),
+                    self.scheduler_name,
                 ).observe(time.perf_counter() - t0)
                 return out
 
@@ -117,8 +120,8 @@ def timed(point: str) -> Callable[[F], F]:
                 return fn(self, *args)
             t0 = time.perf_counter()
             out = fn(self, *args)
-            self.metrics.extension_point_duration.labels(
-                point, status_label(out), self.scheduler_name
+            self.metrics.child(
+                self.metrics.extension_point_duration, point, status_label(out), self.scheduler_name
             ).observe(time.perf_counter() - t0)
             return out
 
@@ -453,7 +456,7 @@ class Profile:
             except Exception as e:
                 return self.errors.record(name, "Filter", pod, e)
             if state.sample_plugin_metrics and self.metrics is not None:
-                self.metrics.plugin_duration.labels(name, "Filter", "Success").observe(
+                self.metrics.child(self.metrics.plugin_duration, name, "Filter", "Success").observe(
                     time.perf_counter() - t0
                 )
             if result.rejected.shape[1] == 0:
@@ -519,7 +522,7 @@ class Profile:
                 except Exception as e:
                     return self.errors.record(name, "NormalizeScore", pod, e)
             if state.sample_plugin_metrics and self.metrics is not None:
-                self.metrics.plugin_duration.labels(name, "Score", "Success").observe(
+                self.metrics.child(self.metrics.plugin_duration, name, "Score", "Success").observe(
                     time.perf_counter() - t0
                 )
             if len(s) and (s.min() < 0 or s.max() > MAX_NODE_SCORE):
