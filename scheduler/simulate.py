@@ -45,7 +45,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -116,11 +116,15 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
     names that are not strings, and two objects of one kind, namespace and name
     (naming both places: a later one would silently replace the first).
     """
+    with _no_cyclic_gc() as size:
+        return _load_objects(paths, size)
+
+
+def _load_objects(paths: Sequence[str], size: list[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, str], str] = {}
     for path in paths:
-        with _no_cyclic_gc():
-            docs = _documents(path)
+        docs = _documents(path, size)
         for i, doc in enumerate(docs):
             if doc is None:
                 continue
@@ -136,27 +140,38 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
+# Input at least this large is frozen out of the cyclic collector once read.
+_FREEZE_BYTES: Final = 4 << 20
+
+
 @contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """The cyclic collector off while a file is parsed: building millions of dicts
-    and lists triggers it again and again over the growing, acyclic result (a
-    third of the reading time on a large dump), and it finds nothing to free.
-    Reference counting still frees what is dropped."""
+def _no_cyclic_gc() -> Iterator[list[int]]:
+    """The cyclic collector off while the files are read: building millions of
+    dicts and lists triggers it again and again over the growing, acyclic result
+    (a third of the reading time of a large dump), and it finds nothing to free;
+    reference counting still frees what is dropped. A large input is then
+    frozen (gc.freeze, before the collector is back on): otherwise its first
+    collections walk every object of it, once per generation, for nothing.
+    The caller adds the bytes it read to the list it is given."""
     was = gc.isenabled()
     gc.disable()
+    size = [0]
     try:
-        yield
+        yield size
+        if size[0] >= _FREEZE_BYTES:
+            gc.freeze()
     finally:
         if was:
             gc.enable()
 
 
-def _documents(path: str) -> list[Any]:
+def _documents(path: str, size: list[int]) -> list[Any]:
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from e
+    size[0] += len(data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
