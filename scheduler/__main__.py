@@ -1,5 +1,5 @@
 """`python -m scheduler` is the `troupe` command."""
 
-from scheduler.cli import main
+from scheduler.cli import console
 
-raise SystemExit(main())
+console()

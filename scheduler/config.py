@@ -979,9 +979,28 @@ def load_yaml_documents(text: str) -> list[Any]:
     return list(yaml.load_all(text, Loader=BoundedLoader))
 
 
+def yaml_part_documents(text: str) -> list[Any] | None:
+    """The documents of one part of a larger stream, for a caller that parses the
+    parts apart and puts them together (the simulator's intake): as
+    load_yaml_documents builds them when the part has no anchor (an alias in
+    another part could name it, and the alias bound holds for the whole stream)
+    and needs no fallback; None otherwise, and for any error, so that the caller
+    reads the whole stream with load_yaml_documents and reports what it says."""
+    try:
+        docs, anchored = _build_counting(text)
+    except (_Unusual, yaml.YAMLError, RecursionError, ValueError):
+        return None
+    return None if anchored else docs
+
+
 def _build(text: str) -> list[Any]:
-    """load_yaml_documents without the fallback. One loop with its state in locals,
-    on purpose: it runs once per event, millions of times for a large cluster."""
+    return _build_counting(text)[0]
+
+
+def _build_counting(text: str) -> tuple[list[Any], int]:
+    """load_yaml_documents without the fallback, and how many anchors it met. One
+    loop with its state in locals, on purpose: it runs once per event, millions
+    of times for a large cluster."""
     ctor = yaml.constructor.SafeConstructor()
     docs: list[Any] = []
     # The open collection is (cur, is_list, key: the pending key of a mapping);
@@ -998,6 +1017,7 @@ def _build(text: str) -> list[Any]:
     anchor_size: dict[str, int] = {}
     nodes = 0  # nodes composed, each alias counting as its anchor's size
     alias_nodes = 0
+    anchored = 0
     scalar_event, alias_event = yaml.ScalarEvent, yaml.AliasEvent
     mapping_start, sequence_start = yaml.MappingStartEvent, yaml.SequenceStartEvent
     mapping_end, sequence_end = yaml.MappingEndEvent, yaml.SequenceEndEvent
@@ -1017,6 +1037,7 @@ def _build(text: str) -> list[Any]:
             if ev.anchor is not None:
                 if ev.anchor in anchors:
                     raise _Unusual  # SafeLoader names both occurrences
+                anchored += 1
                 anchors[ev.anchor] = value
                 anchor_size[ev.anchor] = 1
         elif cls is mapping_start or cls is sequence_start:
@@ -1030,6 +1051,7 @@ def _build(text: str) -> list[Any]:
             if ev.anchor is not None:
                 if ev.anchor in anchors:
                     raise _Unusual
+                anchored += 1
                 anchors[ev.anchor] = value
             stack.append((cur, is_list, key, nodes, ev.anchor))
             nodes += 1
@@ -1069,7 +1091,7 @@ def _build(text: str) -> list[Any]:
         else:
             cur[key] = value
             key = _NO_KEY
-    return docs
+    return docs, anchored
 
 
 class _StrictLoader(BoundedLoader):

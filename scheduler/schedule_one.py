@@ -161,8 +161,9 @@ class PodCycle(SchedulerState):
 
     def _count_attempt(self, profile: Profile, outcome: str, seconds: float) -> None:
         """One pod's scheduling attempt: "scheduled", "unschedulable" or "error"."""
-        self.metrics.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
-        self.metrics.attempt_duration.labels(outcome, profile.scheduler_name).observe(seconds)
+        m = self.metrics
+        m.schedule_attempts.labels(outcome, profile.scheduler_name).inc()
+        m.attempt_duration.labels(outcome, profile.scheduler_name).observe(seconds)
 
     @staticmethod
     def _outcome(result: FitError | Status) -> str:
@@ -372,14 +373,19 @@ class PodCycle(SchedulerState):
         """troupe.scoreWatermark: score the feasible nodes in the rotating order in
         which Filter found them, WATERMARK_CHUNK at a time, and stop after the
         first chunk in which some node's total score reaches the watermark
-        (`fraction` x 100 x the sum of the profile's Score weights). The nodes
+        (`fraction` x 100 x the sum of the Score weights of the plugins that
+        score this pod: one whose PreScore said Skip adds nothing to any node,
+        and counting its weight would put the watermark out of reach). The nodes
         scored so far are then scored as one set (NormalizeScore sees them
         together, as it sees a sample) and the best of them is chosen. If no
         chunk reaches the watermark, every feasible node was scored: the same
         choice as percentageOfNodesToScore 100. Returns (scores, how many of
         `feasible` were scored)."""
         snap = self.snapshot
-        mark = fraction * MAX_NODE_SCORE * sum(w for *_, w in profile.scores)
+        skip = state.skip_score
+        mark = (
+            fraction * MAX_NODE_SCORE * sum(w for name, *_, w in profile.scores if name not in skip)
+        )
         n = len(feasible)
         scored = n
         scores: Any = None

@@ -38,15 +38,18 @@ they were taken from in `preemptedFrom`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
+from scheduler import yaml_parts
 from scheduler.api.parse import parse_pod
 from scheduler.api.storage import STORAGE_PARSERS, pod_claim_names
 from scheduler.api.types import (
@@ -60,7 +63,7 @@ from scheduler.api.types import (
 )
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
-from scheduler.config import MAX_YAML_DEPTH, SchedulerConfig, load_yaml_documents
+from scheduler.config import MAX_YAML_DEPTH, SchedulerConfig
 from scheduler.metrics import Metrics
 from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.scheduler import Scheduler
@@ -113,10 +116,16 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
     names that are not strings, and two objects of one kind, namespace and name
     (naming both places: a later one would silently replace the first).
     """
+    with _no_cyclic_gc() as size:
+        return _load_objects(paths, size)
+
+
+def _load_objects(paths: Sequence[str], size: list[int]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     seen: dict[tuple[str, str, str], str] = {}
     for path in paths:
-        for i, doc in enumerate(_documents(path)):
+        docs = _documents(path, size)
+        for i, doc in enumerate(docs):
             if doc is None:
                 continue
             for obj, where in _flatten(doc, f"{path}: document {i + 1}"):
@@ -131,12 +140,38 @@ def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _documents(path: str) -> list[Any]:
+# Input at least this large is frozen out of the cyclic collector once read.
+_FREEZE_BYTES: Final = 4 << 20
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[list[int]]:
+    """The cyclic collector off while the files are read: building millions of
+    dicts and lists triggers it again and again over the growing, acyclic result
+    (a third of the reading time of a large dump), and it finds nothing to free;
+    reference counting still frees what is dropped. A large input is then
+    frozen (gc.freeze, before the collector is back on): otherwise its first
+    collections walk every object of it, once per generation, for nothing.
+    The caller adds the bytes it read to the list it is given."""
+    was = gc.isenabled()
+    gc.disable()
+    size = [0]
+    try:
+        yield size
+        if size[0] >= _FREEZE_BYTES:
+            gc.freeze()
+    finally:
+        if was:
+            gc.enable()
+
+
+def _documents(path: str, size: list[int]) -> list[Any]:
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror or e}") from e
+    size[0] += len(data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -149,7 +184,7 @@ def _documents(path: str) -> list[Any]:
                 return [_json(text)]  # kubectl get -o json
             except json.JSONDecodeError:
                 pass  # YAML in flow style: the YAML parser says what is wrong
-        return load_yaml_documents(text)
+        return yaml_parts.load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

@@ -312,9 +312,26 @@ def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
     return PodVolume(name)
 
 
+class _LastPodVolumes:
+    """pod_volumes' answer for the last Pod view asked about: four PreFilter
+    plugins ask in turn in every cycle. Views are immutable and a pod's volumes
+    cannot change (spec.volumes is immutable), so the view's identity is the key."""
+
+    pod: Pod | None = None
+    volumes: tuple[PodVolume, ...] = ()
+
+
 def pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
     """The pod's volumes that matter to scheduling (others are left out).
     A malformed entry is left out too: the pod's own parse accepted the pod."""
+    if _LastPodVolumes.pod is pod:
+        return _LastPodVolumes.volumes
+    got = _pod_volumes(pod)
+    _LastPodVolumes.pod, _LastPodVolumes.volumes = pod, got
+    return got
+
+
+def _pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
     spec = pod.raw.get("spec")
     vols = spec.get("volumes") if isinstance(spec, Mapping) else None
     if not vols or not isinstance(vols, list | tuple):

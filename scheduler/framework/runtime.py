@@ -105,7 +105,9 @@ def timed(point: str) -> Callable[[F], F]:
                 t0 = time.perf_counter()
                 out = await fn(self, *args)
                 self.metrics.extension_point_duration.labels(
-                    point, status_label(out), self.scheduler_name
+                    point,
+                    status_label(out),
+                    self.scheduler_name,
                 ).observe(time.perf_counter() - t0)
                 return out
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -83,6 +83,12 @@ def calculate_priority(sums: Int64Array, num_containers: int) -> Int64Array:
     return out
 
 
+def _scaled(sizes: Int64Array, spread: float) -> Int64Array:
+    """scaledImageScore: int64(float64(size) * spread) where the image is (size >= 0)."""
+    out: Int64Array = np.where(sizes >= 0, (sizes.astype(np.float64) * spread).astype(np.int64), 0)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Images:
     present: tuple[str, ...]  # the pod's images some node has (repeats kept)
@@ -105,6 +111,11 @@ class _ImageRows:
     table: NodeTable
     generation: Int64Array  # the table's row generations when last read
     sizes: Int64Array  # capacity long
+    # scaledImageScore per row for `spread` (0 where absent), and the rows whose
+    # size was read again since (their scaled score is stale)
+    scaled: Int64Array | None = None
+    spread: float = -1.0
+    stale: list[int] = field(default_factory=list)
 
 
 class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
@@ -140,9 +151,14 @@ class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
                 sums[idx] += (size * spread).astype(np.int64)
                 touched.append(idx)
             else:
-                sizes = self._sizes(nodes, image, by_row)
-                scaled = (sizes.astype(np.float64) * spread).astype(np.int64)
-                sums += np.where(sizes >= 0, scaled, 0)
+                e = self._sizes(nodes, image, by_row)
+                if e.scaled is None or e.spread != spread:
+                    e.scaled, e.spread = _scaled(e.sizes, spread), spread
+                elif e.stale:
+                    at = np.array(e.stale, dtype=np.intp)
+                    e.scaled[at] = _scaled(e.sizes[at], spread)
+                e.stale.clear()
+                sums += e.scaled
                 dense = True
         if dense:
             out: Int64Array = calculate_priority(sums[rows], s.num_containers)
@@ -155,9 +171,10 @@ class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
         out = prio[rows]
         return out
 
-    def _sizes(self, nodes: NodeTable, image: str, by_row: Mapping[int, int]) -> Int64Array:
+    def _sizes(self, nodes: NodeTable, image: str, by_row: Mapping[int, int]) -> _ImageRows:
         """The image's size per row of `nodes` (-1 where absent), from the cache when
-        the rows it read are unchanged, re-reading the few rows that changed."""
+        the rows it read are unchanged, re-reading the few rows that changed (and
+        then forgetting the scaled scores made from them)."""
         n = nodes.n_rows
         gen = nodes.generation[:n]
         e = self._rows.get(image)
@@ -166,15 +183,18 @@ class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
             m = len(e.generation)
             changed = np.flatnonzero(gen[:m] != e.generation[: min(m, n)])
             if len(changed) + max(n - m, 0) <= max(n // 8, 16):
-                for r in [*changed.tolist(), *range(m, n)]:
-                    e.sizes[r] = by_row.get(r, -1)
-                e.generation = gen.copy()
-                return e.sizes
+                if len(changed) or n > m:
+                    moved = [*changed.tolist(), *range(m, n)]
+                    for r in moved:
+                        e.sizes[r] = by_row.get(r, -1)
+                    e.generation = gen.copy()
+                    e.stale.extend(moved)
+                return e
         sizes: Int64Array = np.full(nodes.capacity, -1, dtype=np.int64)
         idx = np.fromiter(by_row.keys(), dtype=np.intp, count=len(by_row))
         sizes[idx] = np.fromiter(by_row.values(), dtype=np.int64, count=len(by_row))
-        self._rows[image] = _ImageRows(nodes, gen.copy(), sizes)
+        e = self._rows[image] = _ImageRows(nodes, gen.copy(), sizes)
         self._rows.move_to_end(image)
         while len(self._rows) > _CACHE_MAX:
             self._rows.popitem(last=False)
-        return sizes
+        return e

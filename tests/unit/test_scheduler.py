@@ -105,6 +105,26 @@ def test_score_watermark_stops_after_the_first_chunk_that_reaches_it() -> None:
         assert start <= int(node[1:]) < start + 100
 
 
+def test_score_watermark_counts_only_the_plugins_that_score_the_pod() -> None:
+    # A plain pod on plain nodes: PreScore skips TaintToleration, NodeAffinity,
+    # PodTopologySpread, InterPodAffinity and ImageLocality (weights 3+2+2+2+1),
+    # so only NodeResourcesFit and BalancedAllocation (1+1) score, 195 of 200 on
+    # an empty node. Half of the highest total is 100 of those 200, reached in the
+    # first chunk; counted against all weights (600 of 1200) it never would be.
+    s, cluster = make(300, scoreWatermark=0.5)
+
+    async def go() -> list[int]:
+        starts = []
+        for i in range(3):
+            add_pod(s, cluster, f"p{i}")
+            starts.append(s.next_start_node_index)
+            s.schedule_one()
+            await s.settle()
+        return starts
+
+    assert asyncio.run(go()) == [0, 100, 200]
+
+
 def test_score_watermark_not_reached_scores_every_feasible_node() -> None:
     # No node reaches 100 % of the highest total: every feasible node is scored,
     # and the best one (a large node past the 50 % sample) is chosen.

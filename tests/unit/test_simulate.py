@@ -424,3 +424,35 @@ def test_timings_go_to_stderr_on_one_line(
     assert yaml.safe_load(out)["pods"]["default/p"]["node"] == "n"
     assert err.count("\n") == 1 and err.startswith("troupe: timings: read "), err
     assert "(2 objects)" in err and "(1 cycles, 1 pods)" in err and "output " in err
+
+
+def test_troupe_command_ends_after_simulate_with_its_output_and_status() -> None:
+    # The command ends the process at once after simulate (no orderly shutdown):
+    # everything printed must still be there, and the exit status must be kept.
+    import subprocess
+    import sys
+
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "simulate",
+            "-o",
+            "json",
+            str(FIXTURES / "affinity.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0
+    assert json.loads(ok.stdout)["pods"]["default/wants-qa"]["node"] == "qa-1"
+    bad = subprocess.run(
+        [sys.executable, "-m", "scheduler", "simulate", str(FIXTURES / "no-such-file.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert "no-such-file.yaml: No such file or directory" in bad.stderr

@@ -211,6 +211,12 @@ def test_widespread_images_follow_table_changes() -> None:
     table.set_node(table.allocate_row("new"), image_node("new", (["base:1"], 900 * MB)))
     assert run_score(plugin, p, table) == reference(table, ["base:1", "tool:latest"])
 
+    # Sizes move but no node gains or loses the image (same spread): only the
+    # rows that moved are scaled again.
+    table.set_node(table.row_of["n1"], image_node("n1", (["base:1"], 40 * MB)))
+    table.set_node(table.row_of["n6"], image_node("n6", (["base:1"], 2000 * MB)))
+    assert run_score(plugin, p, table) == reference(table, ["base:1", "tool:latest"])
+
     for i in range(100, 300):  # many rows change: the cache is rebuilt
         table.set_node(table.row_of[f"n{i}"], image_node(f"n{i}", (["base:1"], 50 * MB)))
     assert run_score(plugin, p, table) == reference(table, ["base:1", "tool:latest"])
