@@ -246,17 +246,28 @@ class FilterOutcome:
         return counts
 
     def node_statuses(self, nodes: NodeTable) -> dict[str, Status]:
+        """Node name -> Status of each rejected row. Rows rejected for the same
+        set of reasons share one Status (thousands of nodes usually fail for one
+        or two reasons)."""
         out: dict[str, Status] = {}
+        names = nodes.names
         for step in self.steps:
             rej = step.result.rejected
             if rej.shape[1] == 0:
                 continue
             hit = np.flatnonzero(rej.any(axis=1))
-            for i in hit.tolist():
-                js = np.flatnonzero(rej[i]).tolist()
+            if len(hit) == 0:
+                continue
+            patterns, which = np.unique(rej[hit], axis=0, return_inverse=True)
+            shared = []
+            for pattern in patterns:
+                js = np.flatnonzero(pattern).tolist()
                 reasons = tuple(step.result.reasons[j] for j in js)
                 code = max((step.result.code_of(j) for j in js), default=Code.UNSCHEDULABLE)
-                out[nodes.names[int(step.rows[i])]] = Status(code, reasons, step.plugin)
+                shared.append(Status(code, reasons, step.plugin))
+            rows = step.rows[hit].tolist()
+            for row, k in zip(rows, np.asarray(which).reshape(-1).tolist(), strict=True):
+                out[names[row]] = shared[k]
         return out
 
     def unschedulable_plugins(self) -> set[str]:

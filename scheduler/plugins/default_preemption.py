@@ -61,7 +61,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
-from scheduler.snapshot import Charge, NodeTable, pod_charge
+from scheduler.snapshot import Charge, Int64Array, NodeTable, pod_charge
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,10 @@ class _NodeRun:
     """One node's dry run: the victims still out and those reprieved so far."""
 
     row: int
-    out: list[tuple[Pod, Charge]]  # most important first, PDB-violating ones first
+    out: list[Pod]  # most important first, PDB-violating ones first
+    charges: list[Charge]
+    amounts: Int64Array  # the charges as dense rows (NodeTable.charge_vector)
+    nonzero: Int64Array
     violating: set[PodKey]
     victims: list[Pod] = field(default_factory=list)
     n_violating: int = 0
@@ -251,6 +254,10 @@ class DefaultPreemption(PostFilterPlugin):
         # until the API reports them terminating, they count as terminating.
         self.victims_of: dict[PodKey, PodKey] = {}
         self.preemptions = 0
+        # Each pod's charge as dense rows, by key (checked against the pod object),
+        # valid for the snapshot columns in `_vector_cols`.
+        self._vectors: dict[PodKey, tuple[Pod, Charge, Int64Array, Int64Array]] = {}
+        self._vector_cols: list[str] = []
         handle.watch(self._on_event)
 
     @classmethod
@@ -260,6 +267,7 @@ class DefaultPreemption(PostFilterPlugin):
     def _on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
         if event.action & ActionType.DELETE and isinstance(old, Pod):
             self.victims_of.pop(old.key, None)
+            self._vectors.pop(old.key, None)
 
     # ---- PostFilter -------------------------------------------------------------------
 
@@ -438,6 +446,11 @@ class DefaultPreemption(PostFilterPlugin):
         run when `local`, else one node at a time with PreFilter run again). Nodes
         that do not make a candidate get their status in `statuses`."""
         isolated = self.handle.isolated
+        cols = snap.resources
+        if self._vector_cols != cols[: len(self._vector_cols)]:
+            self._vectors.clear()
+        self._vector_cols = list(cols)
+        vectors = self._vectors
         runs: list[_NodeRun] = []
         for row in rows.tolist():
             on_row = snap.pods[row].values()
@@ -447,11 +460,26 @@ class DefaultPreemption(PostFilterPlugin):
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,), NAME
                 )
                 continue
-            bad, fine = split_by_pdb_violation(victims, pdbs)
+            bad, fine = split_by_pdb_violation(victims, pdbs) if pdbs else ([], victims)
+            ordered = bad + fine if bad else fine
+            got = []
+            for p in ordered:
+                v = vectors.get(p.key)
+                if v is None or v[0] is not p:
+                    ch = pod_charge(p, isolated)
+                    v = vectors[p.key] = (p, ch, *snap.charge_vector(ch))
+                got.append(v)
+            width = max(len(v[2]) for v in got)
+            amounts = np.zeros((len(got), width), dtype=np.int64)
+            for i, v in enumerate(got):
+                amounts[i, : len(v[2])] = v[2]
             runs.append(
                 _NodeRun(
                     row,
-                    [(p, pod_charge(p, isolated)) for p in bad + fine],
+                    ordered,
+                    [v[1] for v in got],
+                    amounts,
+                    np.stack([v[3] for v in got]),
                     {p.key for p in bad},
                 )
             )
@@ -474,12 +502,20 @@ class DefaultPreemption(PostFilterPlugin):
         statuses: dict[str, Status],
         rerun_pre_filter: bool = False,
     ) -> list[Candidate]:
-        charged: list[tuple[int, Pod, Charge]] = []  # what is uncharged now
+        # Every potential victim out at once, then put back round by round.
+        width = max(r.amounts.shape[1] for r in runs)
+        all_rows = np.repeat(
+            np.array([r.row for r in runs], dtype=np.intp), [len(r.out) for r in runs]
+        )
+        all_pods = [p for r in runs for p in r.out]
+        all_charges = [c for r in runs for c in r.charges]
+        all_amounts = _stack([r.amounts for r in runs], width)
+        all_nonzero = np.concatenate([r.nonzero for r in runs])
+        snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1)
+        back = np.zeros(len(all_pods), dtype=bool)  # which of them are charged again
+        first = np.cumsum([0] + [len(r.out) for r in runs[:-1]])
+        index = {id(r): int(i) for r, i in zip(runs, first, strict=True)}
         try:
-            for run in runs:
-                for p, ch in run.out:
-                    snap.charge(run.row, p, ch, -1)
-                    charged.append((run.row, p, ch))
             live = runs
             fits = self._fits(state, pod, snap, profile, live, statuses, rerun_pre_filter)
             live = [r for r, ok in zip(live, fits, strict=True) if ok]
@@ -489,17 +525,24 @@ class DefaultPreemption(PostFilterPlugin):
                 trying = [r for r in live if k < len(r.out)]
                 if not trying:
                     break
-                for r in trying:
-                    p, ch = r.out[k]
-                    snap.charge(r.row, p, ch, +1)
+                at = np.array([index[id(r)] + k for r in trying], dtype=np.intp)
+                self._move(snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, at, +1)
+                back[at] = True
                 fits = self._fits(state, pod, snap, profile, trying, None, rerun_pre_filter)
-                for r, ok in zip(trying, fits, strict=True):
-                    p, ch = r.out[k]
+                failed = []
+                for r, ok, i in zip(trying, fits, at.tolist(), strict=True):
                     if not ok:
-                        snap.charge(r.row, p, ch, -1)
+                        p = r.out[k]
+                        failed.append(i)
                         r.victims.append(p)
                         if p.key in r.violating:
                             r.n_violating += 1
+                if failed:
+                    f = np.array(failed, dtype=np.intp)
+                    self._move(
+                        snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, f, -1
+                    )
+                    back[f] = False
                 k += 1
             out = []
             for r in live:
@@ -510,9 +553,30 @@ class DefaultPreemption(PostFilterPlugin):
             return out
         finally:
             # Put back everything that is out: what the reprieve did not restore.
-            for row, p, ch in charged:
-                if p.key not in snap.pods[row]:
-                    snap.charge(row, p, ch, +1)
+            rest = np.flatnonzero(~back)
+            self._move(snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, rest, +1)
+
+    @staticmethod
+    def _move(
+        snap: NodeTable,
+        rows: IntpArray,
+        pods: Sequence[Pod],
+        charges: Sequence[Charge],
+        amounts: Int64Array,
+        nonzero: Int64Array,
+        at: IntpArray,
+        sign: int,
+    ) -> None:
+        """Charge (sign +1) or uncharge the victims at positions `at`."""
+        idx = at.tolist()
+        snap.charge_dense(
+            rows[at],
+            [pods[i] for i in idx],
+            [charges[i] for i in idx],
+            amounts[at],
+            nonzero[at],
+            sign,
+        )
 
     def _fits(
         self,
@@ -620,6 +684,13 @@ class DefaultPreemption(PostFilterPlugin):
             await self.handle.client.set_nominated_node(key, None)
         except Exception as e:
             log.warning("could not clear the nominated node of %s: %s", key, e)
+
+
+def _stack(blocks: Sequence[Int64Array], width: int) -> Int64Array:
+    """Row blocks of possibly fewer columns, stacked and padded with zeros."""
+    if all(b.shape[1] == width for b in blocks):
+        return np.concatenate(blocks)
+    return np.concatenate([np.pad(b, ((0, 0), (0, width - b.shape[1]))) for b in blocks])
 
 
 def _statuses(out: FilterOutcome, snap: NodeTable) -> dict[str, Status]:

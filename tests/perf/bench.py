@@ -96,7 +96,9 @@ CASES: dict[str, Case] = {
         Case("spread-5000", 5000, 5000, 5000, spread="DoNotSchedule", target_pods_per_s=700.0),
         Case("preemption-basic-1000", 1000, 4000, 1000, preempt_priority=10),
         Case("preemption-gang-1000", 1000, 4000, 800, gang_size=4, preempt_priority=10),
-        Case("preemption-async-5000", 5000, 20000, 5000, churn="preemptor", target_pods_per_s=570.0),
+        Case(
+            "preemption-async-5000", 5000, 20000, 5000, churn="preemptor", target_pods_per_s=570.0
+        ),
         Case("unschedulable-5000", 5000, 20000, 10000, churn="large-cpu", target_pods_per_s=600.0),
         Case(
             "preferred-spread-5000",
