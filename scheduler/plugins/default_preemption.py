@@ -19,7 +19,7 @@ preemption.go; facts carried over, code not).
    The dry runs are columnar: a chunk of candidate nodes is checked with one
    Filter call per reprieve round, not one per node. A pod whose PreFilter
    state depends on other pods (spreading, inter-pod affinity: any PreFilter
-   plugin not in `_NODE_LOCAL_PRE_FILTER` that did not skip) is checked node
+   plugin not in the runtime's `NODE_LOCAL_PRE_FILTER` that did not skip) is checked node
    by node with PreFilter run again, as upstream's RemovePod/AddPod extensions
    keep that state right.
 3. Choice (pickOneNodeForPreemption): fewest PDB violations, lowest
@@ -76,12 +76,6 @@ NO_CANDIDATE: Final = "no candidate node for preemption"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 WAITING_REJECTED: Final = "preempted"
-
-# PreFilter plugins whose state does not depend on the pods on other nodes: a
-# dry run that moves pods need not run them again.
-_NODE_LOCAL_PRE_FILTER: Final = frozenset(
-    {"NodeResourcesFit", "NodePorts", "NodeAffinity", "NodeName", "Coscheduling"}
-)
 
 
 def disruption_message(scheduler_name: str) -> str:
@@ -230,15 +224,18 @@ def pick_one(candidates: Sequence[Candidate]) -> Candidate | None:
     return min(candidates, key=key)
 
 
+# A pod, its charge, that charge as dense rows (NodeTable.charge_vector) and its
+# `importance` key: what the dry runs need of a potential victim, kept per pod.
+_Vector = tuple[Pod, Charge, Int64Array, Int64Array, tuple[int, int, float, str]]
+
+
 @dataclass(slots=True)
 class _NodeRun:
     """One node's dry run: the victims still out and those reprieved so far."""
 
     row: int
     out: list[Pod]  # most important first, PDB-violating ones first
-    charges: list[Charge]
-    amounts: Int64Array  # the charges as dense rows (NodeTable.charge_vector)
-    nonzero: Int64Array
+    vectors: list[_Vector]  # theirs, in that order
     violating: set[PodKey]
     victims: list[Pod] = field(default_factory=list)
     n_violating: int = 0
@@ -256,7 +253,7 @@ class DefaultPreemption(PostFilterPlugin):
         self.preemptions = 0
         # Each pod's charge as dense rows, by key (checked against the pod object),
         # valid for the snapshot columns in `_vector_cols`.
-        self._vectors: dict[PodKey, tuple[Pod, Charge, Int64Array, Int64Array]] = {}
+        self._vectors: dict[PodKey, _Vector] = {}
         self._vector_cols: list[str] = []
         handle.watch(self._on_event)
 
@@ -387,10 +384,7 @@ class DefaultPreemption(PostFilterPlugin):
 
     @staticmethod
     def _node_local(state: CycleState, profile: Profile) -> bool:
-        return all(
-            name in state.skip_filter or name in _NODE_LOCAL_PRE_FILTER
-            for name, _ in profile.pre_filter
-        )
+        return profile.pre_filter_is_node_local(state)
 
     def potential_victims(
         self, pod: Pod, row_pods: Iterable[Pod], whole_gangs: bool = False
@@ -453,36 +447,30 @@ class DefaultPreemption(PostFilterPlugin):
         vectors = self._vectors
         runs: list[_NodeRun] = []
         for row in rows.tolist():
-            on_row = snap.pods[row].values()
-            victims = sorted(self.potential_victims(pod, on_row, whole_gangs), key=importance)
-            if not victims:
+            lower = self.potential_victims(pod, snap.pods[row].values(), whole_gangs)
+            if not lower:
                 statuses[snap.names[row]] = Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,), NAME
                 )
                 continue
-            bad, fine = split_by_pdb_violation(victims, pdbs) if pdbs else ([], victims)
-            ordered = bad + fine if bad else fine
             got = []
-            for p in ordered:
+            for p in lower:
                 v = vectors.get(p.key)
                 if v is None or v[0] is not p:
                     ch = pod_charge(p, isolated)
-                    v = vectors[p.key] = (p, ch, *snap.charge_vector(ch))
+                    v = vectors[p.key] = (p, ch, *snap.charge_vector(ch), importance(p))
                 got.append(v)
-            width = max(len(v[2]) for v in got)
-            amounts = np.zeros((len(got), width), dtype=np.int64)
-            for i, v in enumerate(got):
-                amounts[i, : len(v[2])] = v[2]
-            runs.append(
-                _NodeRun(
-                    row,
-                    ordered,
-                    [v[1] for v in got],
-                    amounts,
-                    np.stack([v[3] for v in got]),
-                    {p.key for p in bad},
-                )
-            )
+            got.sort(key=lambda v: v[4])
+            victims = [v[0] for v in got]
+            if pdbs:
+                bad, fine = split_by_pdb_violation(victims, pdbs)
+                if bad:
+                    by_key = {v[0].key: v for v in got}
+                    victims = bad + fine
+                    got = [by_key[p.key] for p in victims]
+                runs.append(_NodeRun(row, victims, got, {p.key for p in bad}))
+            else:
+                runs.append(_NodeRun(row, victims, got, set()))
         if not runs:
             return []
         if local:
@@ -503,14 +491,14 @@ class DefaultPreemption(PostFilterPlugin):
         rerun_pre_filter: bool = False,
     ) -> list[Candidate]:
         # Every potential victim out at once, then put back round by round.
-        width = max(r.amounts.shape[1] for r in runs)
         all_rows = np.repeat(
             np.array([r.row for r in runs], dtype=np.intp), [len(r.out) for r in runs]
         )
-        all_pods = [p for r in runs for p in r.out]
-        all_charges = [c for r in runs for c in r.charges]
-        all_amounts = _stack([r.amounts for r in runs], width)
-        all_nonzero = np.concatenate([r.nonzero for r in runs])
+        vecs = [v for r in runs for v in r.vectors]
+        all_pods = [v[0] for v in vecs]
+        all_charges = [v[1] for v in vecs]
+        all_amounts = _stack([v[2] for v in vecs])
+        all_nonzero = np.stack([v[3] for v in vecs])
         snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1)
         back = np.zeros(len(all_pods), dtype=bool)  # which of them are charged again
         first = np.cumsum([0] + [len(r.out) for r in runs[:-1]])
@@ -686,11 +674,15 @@ class DefaultPreemption(PostFilterPlugin):
             log.warning("could not clear the nominated node of %s: %s", key, e)
 
 
-def _stack(blocks: Sequence[Int64Array], width: int) -> Int64Array:
-    """Row blocks of possibly fewer columns, stacked and padded with zeros."""
-    if all(b.shape[1] == width for b in blocks):
-        return np.concatenate(blocks)
-    return np.concatenate([np.pad(b, ((0, 0), (0, width - b.shape[1]))) for b in blocks])
+def _stack(rows: Sequence[Int64Array]) -> Int64Array:
+    """Dense charge rows of possibly fewer columns, stacked and padded with zeros."""
+    width = max(len(r) for r in rows)
+    if all(len(r) == width for r in rows):
+        return np.stack(rows)
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
 
 
 def _statuses(out: FilterOutcome, snap: NodeTable) -> dict[str, Status]:
