@@ -126,6 +126,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             activate=self._activate,
             spawn=self._spawn,
             failure=self._failure_of,
+            metrics=self.metrics,
         )
         self.profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(

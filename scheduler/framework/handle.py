@@ -27,6 +27,7 @@ from scheduler.cluster import ClusterClient
 from scheduler.framework.nominator import Nominator
 from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.metrics import Metrics
 from scheduler.snapshot import IsolatedCPU
 from scheduler.volumes import VolumeStore
 
@@ -98,6 +99,8 @@ class Handle:
     # Why a pending pod's last scheduling attempt failed (the message shown on the
     # pod, and the code), or None: what a gang's status reports.
     failure: Callable[[PodKey], tuple[str, Code] | None] = lambda key: None
+    # The scheduler's Prometheus metrics (plugins that report, as DefaultPreemption).
+    metrics: Metrics = field(default_factory=lambda: Metrics())
 
     def watch(self, watcher: EventWatcher) -> None:
         self.watchers.append(watcher)

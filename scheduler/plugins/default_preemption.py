@@ -271,6 +271,7 @@ class DefaultPreemption(PostFilterPlugin):
     def post_filter(
         self, state: CycleState, pod: Pod, filtered: NodeToStatus
     ) -> tuple[str | None, Status]:
+        self.handle.metrics.preemption_attempts.inc()
         nominated, st = self.preempt(state, pod, filtered)
         if st.message:
             return nominated, Status(st.code, (f"preemption: {st.message}",), NAME)
@@ -604,6 +605,7 @@ class DefaultPreemption(PostFilterPlugin):
         preemptor is that gang, `pod` one of its members."""
         self.preemptions += 1
         h = self.handle
+        h.metrics.preemption_victims.observe(len(c.victims))
         for victim in c.victims:
             self.victims_of[victim.key] = pod.key
             wp = h.waiting_pods.get(victim.key)
