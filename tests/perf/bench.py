@@ -35,7 +35,6 @@ from scheduler.scheduler import Scheduler
 from scheduler.volume_sim import VolumeControllers
 from tests.perf import workloads
 
-
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn intervalMilliseconds: 200
 CHURN_CHECK_EVERY = 32  # scheduling cycles between two looks at the wall clock
 CHURN_TIMEOUT = 600.0
