@@ -26,6 +26,7 @@ from scheduler.framework.interface import (
     NodeToStatus,
     QueuedPodInfo,
 )
+from scheduler.framework.nominator import nominated_rows
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
@@ -214,32 +215,16 @@ class PodCycle(SchedulerState):
             log.warning("could not set the nominated node of %s: %s", pod.key, e)
 
     def _nominated_rows(self, pod: Pod) -> dict[int, list[Pod]]:
-        """Per snapshot row, the pods nominated there with priority equal to or
-        above `pod`'s that the row does not hold yet (kube-scheduler's
-        addGENominatedPods picks the same): what Filter's first pass adds."""
-        nominator = self.handle.nominator
-        if not len(nominator):
-            return {}
-        snap = self.snapshot
-        out: dict[int, list[Pod]] = {}
-        for node in nominator.nodes():
-            row = snap.row_of.get(node)
-            if row is None:
-                continue
-            on_row = snap.pods[row]
-            for p in nominator.pods_on(node):
-                if p.key == pod.key or p.priority < pod.priority or p.key in on_row:
-                    continue
-                if self.cache.pod(p.key) is not None:
-                    continue
-                out.setdefault(row, []).append(p)
-        return out
+        """Per snapshot row, the nominated pods Filter's first pass adds."""
+        return nominated_rows(
+            self.handle.nominator, self.snapshot, pod, lambda k: self.cache.pod(k) is not None
+        )
 
     @contextlib.contextmanager
     def _nominated_charged(self, pod: Pod) -> Iterator[None]:
         """Charge the pods nominated with equal or higher priority where they are
-        nominated (kube-scheduler's addGENominatedPods), for PostFilter's dry
-        runs and the group cycle. The scheduling cycle's Filter passes use
+        nominated (kube-scheduler's addGENominatedPods), for the group cycle's
+        search. A pod's Filter passes and preemption's dry runs use
         `Profile.run_filters_with_nominated` instead (both passes)."""
         nominator = self.handle.nominator
         if not len(nominator):
@@ -502,10 +487,7 @@ class PodCycle(SchedulerState):
         statuses: dict[str, Status] = {}
         for o in outcomes:
             statuses.update(o.node_statuses(self.snapshot))
-        with self._nominated_charged(pod):
-            nominated, st = profile.run_post_filter(
-                state, pod, NodeToStatus(statuses, n_all, absent)
-            )
+        nominated, st = profile.run_post_filter(state, pod, NodeToStatus(statuses, n_all, absent))
         if st.is_success or not st.message:
             return replace(fe, nominated_node=nominated)
         pending = fe.pending_plugins | ({st.plugin} if st.code is Code.PENDING else set())

@@ -59,6 +59,7 @@ from scheduler.framework.interface import (
     PluginArgsError,
     PostFilterPlugin,
 )
+from scheduler.framework.nominator import nominated_rows
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.snapshot import Charge, Int64Array, NodeTable, pod_charge
@@ -365,6 +366,10 @@ class DefaultPreemption(PostFilterPlugin):
         `want` candidates are found, one of them without PDB violations."""
         order = np.concatenate((potential[offset:], potential[:offset]))
         pdbs = list(self.handle.pdbs.values())
+        lister = self.handle.lister
+        nominated = nominated_rows(
+            self.handle.nominator, snap, pod, lambda k: lister.pod(k) is not None
+        )
         local = self._node_local(state, profile)
         good: list[Candidate] = []
         violating: list[Candidate] = []
@@ -375,7 +380,7 @@ class DefaultPreemption(PostFilterPlugin):
             part = order[pos : pos + chunk]
             pos += len(part)
             for c in self.select_victims(
-                state, pod, snap, profile, part, pdbs, local, statuses, whole_gangs
+                state, pod, snap, profile, part, pdbs, local, statuses, whole_gangs, nominated
             ):
                 c.order = len(good) + len(violating)
                 (violating if c.pdb_violations else good).append(c)
@@ -436,6 +441,7 @@ class DefaultPreemption(PostFilterPlugin):
         local: bool,
         statuses: dict[str, Status],
         whole_gangs: bool = False,
+        nominated: Mapping[int, Sequence[Pod]] | None = None,
     ) -> list[Candidate]:
         """kube-scheduler's SelectVictimsOnNode for each of `rows` (a columnar dry
         run when `local`, else one node at a time with PreFilter run again). Nodes
@@ -474,11 +480,12 @@ class DefaultPreemption(PostFilterPlugin):
                 runs.append(_NodeRun(row, victims, got, set()))
         if not runs:
             return []
+        on_rows = nominated or {}
         if local:
-            return self._dry_run(state, pod, snap, profile, runs, statuses)
+            return self._dry_run(state, pod, snap, profile, runs, statuses, on_rows)
         out: list[Candidate] = []
         for run in runs:
-            out += self._dry_run(state, pod, snap, profile, [run], statuses, rerun_pre_filter=True)
+            out += self._dry_run(state, pod, snap, profile, [run], statuses, on_rows, True)
         return out
 
     def _dry_run(
@@ -489,6 +496,7 @@ class DefaultPreemption(PostFilterPlugin):
         profile: Profile,
         runs: list[_NodeRun],
         statuses: dict[str, Status],
+        nominated: Mapping[int, Sequence[Pod]],
         rerun_pre_filter: bool = False,
     ) -> list[Candidate]:
         # Every potential victim out at once, then put back round by round.
@@ -506,7 +514,9 @@ class DefaultPreemption(PostFilterPlugin):
         index = {id(r): int(i) for r, i in zip(runs, first, strict=True)}
         try:
             live = runs
-            fits = self._fits(state, pod, snap, profile, live, statuses, rerun_pre_filter)
+            fits = self._fits(
+                state, pod, snap, profile, live, statuses, nominated, rerun_pre_filter
+            )
             live = [r for r, ok in zip(live, fits, strict=True) if ok]
             # Reprieve round k: put back each node's k-th most important victim.
             k = 0
@@ -517,7 +527,9 @@ class DefaultPreemption(PostFilterPlugin):
                 at = np.array([index[id(r)] + k for r in trying], dtype=np.intp)
                 self._move(snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, at, +1)
                 back[at] = True
-                fits = self._fits(state, pod, snap, profile, trying, None, rerun_pre_filter)
+                fits = self._fits(
+                    state, pod, snap, profile, trying, None, nominated, rerun_pre_filter
+                )
                 failed = []
                 for r, ok, i in zip(trying, fits, at.tolist(), strict=True):
                     if not ok:
@@ -575,6 +587,7 @@ class DefaultPreemption(PostFilterPlugin):
         profile: Profile,
         runs: Sequence[_NodeRun],
         statuses: dict[str, Status] | None,
+        nominated: Mapping[int, Sequence[Pod]],
         rerun_pre_filter: bool,
     ) -> list[bool]:
         rows = np.array([r.row for r in runs], dtype=np.intp)
@@ -587,7 +600,9 @@ class DefaultPreemption(PostFilterPlugin):
                     for r in runs:
                         statuses[snap.names[r.row]] = st
                 return [False] * len(runs)
-        out = profile.run_filters(use, pod, snap, rows)
+        # the pod must fit with the nominated pods of >= priority and without them
+        # (SelectVictimsOnNode runs RunFilterPluginsWithNominatedPods)
+        out = profile.run_filters_with_nominated(use, pod, snap, rows, nominated)
         if isinstance(out, Status):
             if statuses is not None:
                 for r in runs:
