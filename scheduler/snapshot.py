@@ -485,13 +485,15 @@ class NodeTable:
         amounts: Int64Array,
         nonzero: Int64Array,
         sign: int,
+        keys: Sequence[PodKey] | None = None,
     ) -> None:
         """`charge(rows[i], pods[i], charges[i], sign)` for every i, the same
         result, with the resource cells written by a few numpy operations
         (preemption's dry runs move thousands of pods per attempt). `amounts`
         and `nonzero` are the charges as `charge_vector` gives them, stacked;
         `amounts` may have fewer columns than the table (later resources: 0).
-        Where a sum could leave int64 it falls back to `charge`, pod by pod."""
+        Where a sum could leave int64 it falls back to `charge`, pod by pod.
+        `keys`: the pods' keys, if the caller has them at hand."""
         n = len(rows)
         if n == 0:
             return
@@ -517,11 +519,16 @@ class NodeTable:
         np.add.at(self.generation, rows, 1)
         table = self.pods
         counters = self.counters
-        for row, pod in zip(rows.tolist(), pods, strict=True):
-            if sign > 0:
-                table[row][pod.key] = pod
-            else:
-                table[row].pop(pod.key, None)
+        row_list = rows.tolist()
+        if keys is None:
+            keys = [pod.key for pod in pods]
+        if sign > 0:
+            for row, key, pod in zip(row_list, keys, pods, strict=True):
+                table[row][key] = pod
+        else:
+            for row, key in zip(row_list, keys, strict=True):
+                table[row].pop(key, None)
+        for row, pod in zip(row_list, pods, strict=True):
             if pod.host_ports:
                 self._ports(row, pod.host_ports, sign)
             for matcher, counts in counters.items():

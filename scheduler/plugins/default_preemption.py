@@ -148,7 +148,7 @@ def start_time(pod: Pod) -> float:
         return float("inf")
 
 
-def importance(pod: Pod) -> tuple[int, int, float, str]:
+def importance(pod: Pod) -> tuple[int, int, float, PodKey]:
     """Sort key, most important first (upstream's MoreImportantPod: higher priority,
     then earlier start); at equal priority a gang's member before a lone pod, so
     that a lone pod is evicted rather than a gang broken."""
@@ -227,7 +227,7 @@ def pick_one(candidates: Sequence[Candidate]) -> Candidate | None:
 
 # A pod, its charge, that charge as dense rows (NodeTable.charge_vector) and its
 # `importance` key: what the dry runs need of a potential victim, kept per pod.
-_Vector = tuple[Pod, Charge, Int64Array, Int64Array, tuple[int, int, float, str]]
+_Vector = tuple[Pod, Charge, Int64Array, Int64Array, tuple[int, int, float, PodKey]]
 
 
 @dataclass(slots=True)
@@ -508,7 +508,8 @@ class DefaultPreemption(PostFilterPlugin):
         all_charges = [v[1] for v in vecs]
         all_amounts = _stack([v[2] for v in vecs])
         all_nonzero = np.stack([v[3] for v in vecs])
-        snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1)
+        all_keys = [v[4][3] for v in vecs]  # importance's last item: the pod's key
+        snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1, all_keys)
         back = np.zeros(len(all_pods), dtype=bool)  # which of them are charged again
         first = np.cumsum([0] + [len(r.out) for r in runs[:-1]])
         index = {id(r): int(i) for r, i in zip(runs, first, strict=True)}
@@ -525,7 +526,17 @@ class DefaultPreemption(PostFilterPlugin):
                 if not trying:
                     break
                 at = np.array([index[id(r)] + k for r in trying], dtype=np.intp)
-                self._move(snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, at, +1)
+                self._move(
+                    snap,
+                    all_rows,
+                    all_pods,
+                    all_charges,
+                    all_amounts,
+                    all_nonzero,
+                    all_keys,
+                    at,
+                    +1,
+                )
                 back[at] = True
                 fits = self._fits(
                     state, pod, snap, profile, trying, None, nominated, rerun_pre_filter
@@ -541,7 +552,15 @@ class DefaultPreemption(PostFilterPlugin):
                 if failed:
                     f = np.array(failed, dtype=np.intp)
                     self._move(
-                        snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, f, -1
+                        snap,
+                        all_rows,
+                        all_pods,
+                        all_charges,
+                        all_amounts,
+                        all_nonzero,
+                        all_keys,
+                        f,
+                        -1,
                     )
                     back[f] = False
                 k += 1
@@ -555,7 +574,9 @@ class DefaultPreemption(PostFilterPlugin):
         finally:
             # Put back everything that is out: what the reprieve did not restore.
             rest = np.flatnonzero(~back)
-            self._move(snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, rest, +1)
+            self._move(
+                snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, all_keys, rest, +1
+            )
 
     @staticmethod
     def _move(
@@ -565,6 +586,7 @@ class DefaultPreemption(PostFilterPlugin):
         charges: Sequence[Charge],
         amounts: Int64Array,
         nonzero: Int64Array,
+        keys: Sequence[PodKey],
         at: IntpArray,
         sign: int,
     ) -> None:
@@ -577,6 +599,7 @@ class DefaultPreemption(PostFilterPlugin):
             amounts[at],
             nonzero[at],
             sign,
+            [keys[i] for i in idx],
         )
 
     def _fits(
