@@ -25,7 +25,12 @@ from scheduler.framework.interface import (
 from scheduler.framework.runtime import Profile
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.coscheduling.core import min_field, placed_members
-from scheduler.plugins.default_preemption import Candidate, DefaultPreemption, pick_one
+from scheduler.plugins.default_preemption import (
+    Candidate,
+    DefaultPreemption,
+    num_candidates,
+    pick_one,
+)
 from scheduler.schedule_one import FitError, ScheduleResult
 from scheduler.snapshot import pod_charge
 from scheduler.state import SchedulerState, object_ref
@@ -162,6 +167,7 @@ class GroupCycle(SchedulerState):
         waiting = self._gang_victims.get(group, ())
         if any(self.cache.pod(k) is not None for k in waiting):
             return False
+        self.metrics.preemption_attempts.inc()
         snap = self.snapshot
         gang = str(group)
         removed: list[tuple[int, Pod, Any]] = []
@@ -178,12 +184,15 @@ class GroupCycle(SchedulerState):
                     node = result.node
                 elif isinstance(result, FitError):
                     rows = snap.valid_rows()
-                    want = len(rows)
+                    # as a lone pod's PostFilter: a sample of candidates from a
+                    # random offset (minCandidateNodesPercentage/Absolute)
+                    want = num_candidates(plugin.args, len(rows))
+                    offset = self.rng.randrange(len(rows)) if len(rows) else 0
                     # pods nominated with equal or higher priority keep the room
                     # they wait for, as in a lone pod's PostFilter
                     with self._nominated_charged(qpi.pod):
                         found, _ = plugin.find_candidates(
-                            state, qpi.pod, snap, profile, rows, 0, want, whole_gangs=True
+                            state, qpi.pod, snap, profile, rows, offset, want, whole_gangs=True
                         )
                     best = pick_one(found)
                     if best is None:

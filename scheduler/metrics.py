@@ -157,6 +157,19 @@ class Metrics:
             buckets=_exp(0.001, 2, 15),
             registry=r,
         )
+        # As kube-scheduler: every DefaultPreemption PostFilter call is an attempt;
+        # the victims of each chosen candidate are observed once.
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=_exp(1, 2, 7),
+            registry=r,
+        )
         self.pending_pods = Gauge(
             "scheduler_pending_pods",
             "Number of pending pods, by the queue type.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -26,6 +26,7 @@ from scheduler.framework.interface import (
     NodeToStatus,
     QueuedPodInfo,
 )
+from scheduler.framework.nominator import nominated_rows
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
@@ -214,12 +215,18 @@ class PodCycle(SchedulerState):
         except Exception as e:
             log.warning("could not set the nominated node of %s: %s", pod.key, e)
 
+    def _nominated_rows(self, pod: Pod) -> dict[int, list[Pod]]:
+        """Per snapshot row, the nominated pods Filter's first pass adds."""
+        return nominated_rows(
+            self.handle.nominator, self.snapshot, pod, lambda k: self.cache.pod(k) is not None
+        )
+
     @contextlib.contextmanager
     def _nominated_charged(self, pod: Pod) -> Iterator[None]:
         """Charge the pods nominated with equal or higher priority where they are
-        nominated, for the length of a Filter pass (kube-scheduler's
-        addGENominatedPods). Its second pass, without them, is what PreFilter
-        state already sees here: PreFilter ran before they were charged."""
+        nominated (kube-scheduler's addGENominatedPods), for the group cycle's
+        search. A pod's Filter passes and preemption's dry runs use
+        `Profile.run_filters_with_nominated` instead (both passes)."""
         nominator = self.handle.nominator
         if not len(nominator):
             yield
@@ -316,11 +323,13 @@ class PodCycle(SchedulerState):
                 percentage = self.config.percentage_of_nodes_to_score
             to_find = num_feasible_nodes_to_find(percentage, len(rows))
         start = self.next_start_node_index % len(rows) if len(rows) else 0
-        nominated = self._nominated_node_fits(profile, state, pod, rows)
+        on_rows = self._nominated_rows(pod)
+        nominated = self._nominated_node_fits(profile, state, pod, rows, on_rows)
         if nominated is not None:
             return ScheduleResult(nominated, 1, 1)
-        with self._nominated_charged(pod):
-            feasible, processed, outcomes = self._find_feasible(profile, state, pod, rows, to_find)
+        feasible, processed, outcomes = self._find_feasible(
+            profile, state, pod, rows, to_find, on_rows
+        )
         if isinstance(feasible, Status):
             return feasible
         if len(rows):
@@ -404,7 +413,12 @@ class PodCycle(SchedulerState):
         return scores, scored
 
     def _nominated_node_fits(
-        self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray
+        self,
+        profile: Profile,
+        state: CycleState,
+        pod: Pod,
+        rows: IntpArray,
+        on_rows: Mapping[int, Sequence[Pod]],
     ) -> NodeName | None:
         """The pod's nominated node, if it passes Filter: tried first, and taken
         without scoring (kube-scheduler's evaluateNominatedNode)."""
@@ -412,14 +426,21 @@ class PodCycle(SchedulerState):
         row = self.snapshot.row_of.get(node) if node else None
         if node is None or row is None or row not in rows:
             return None
-        with self._nominated_charged(pod):
-            out = profile.run_filters(state, pod, self.snapshot, np.array([row], dtype=np.intp))
+        out = profile.run_filters_with_nominated(
+            state, pod, self.snapshot, np.array([row], dtype=np.intp), on_rows
+        )
         if isinstance(out, Status) or not out.feasible[0]:
             return None
         return node
 
     def _find_feasible(
-        self, profile: Profile, state: CycleState, pod: Pod, rows: IntpArray, to_find: int
+        self,
+        profile: Profile,
+        state: CycleState,
+        pod: Pod,
+        rows: IntpArray,
+        to_find: int,
+        on_rows: Mapping[int, Sequence[Pod]],
     ) -> tuple[IntpArray | Status, int, list[FilterOutcome]]:
         n = len(rows)
         if n == 0:
@@ -433,7 +454,7 @@ class PodCycle(SchedulerState):
         pos = 0
         while pos < n and n_found < to_find:
             part = ordered[pos : pos + chunk]
-            out = profile.run_filters(state, pod, self.snapshot, part)
+            out = profile.run_filters_with_nominated(state, pod, self.snapshot, part, on_rows)
             if isinstance(out, Status):
                 return out, 0, outcomes
             outcomes.append(out)
@@ -472,10 +493,7 @@ class PodCycle(SchedulerState):
         statuses: dict[str, Status] = {}
         for o in outcomes:
             statuses.update(o.node_statuses(self.snapshot))
-        with self._nominated_charged(pod):
-            nominated, st = profile.run_post_filter(
-                state, pod, NodeToStatus(statuses, n_all, absent)
-            )
+        nominated, st = profile.run_post_filter(state, pod, NodeToStatus(statuses, n_all, absent))
         if st.is_success or not st.message:
             return replace(fe, nominated_node=nominated)
         pending = fe.pending_plugins | ({st.plugin} if st.code is Code.PENDING else set())

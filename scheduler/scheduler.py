@@ -127,6 +127,7 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             spawn=self._spawn,
             failure=self._failure_of,
             features=config.troupe.features,
+            metrics=self.metrics,
         )
         self.profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(

@@ -171,6 +171,11 @@ class PodBuilder:
         self._spec["containers"][0].setdefault("ports", []).append(p)
         return self
 
+    def nominated(self, node: str) -> PodBuilder:
+        """status.nominatedNodeName (a preemptor waiting for its room)."""
+        self._o["status"]["nominatedNodeName"] = node
+        return self
+
     def gate(self, name: str) -> PodBuilder:
         self._spec.setdefault("schedulingGates", []).append({"name": name})
         return self

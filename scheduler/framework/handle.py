@@ -28,6 +28,7 @@ from scheduler.framework.features import Features
 from scheduler.framework.nominator import Nominator
 from scheduler.framework.status import Code
 from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.metrics import Metrics
 from scheduler.snapshot import IsolatedCPU
 from scheduler.volumes import VolumeStore
 
@@ -101,6 +102,8 @@ class Handle:
     failure: Callable[[PodKey], tuple[str, Code] | None] = lambda key: None
     # Feature gates (the configuration's troupe.featureGates).
     features: Features = field(default_factory=Features)
+    # The scheduler's Prometheus metrics (plugins that report, as DefaultPreemption).
+    metrics: Metrics = field(default_factory=lambda: Metrics())
 
     def watch(self, watcher: EventWatcher) -> None:
         self.watchers.append(watcher)

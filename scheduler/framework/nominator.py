@@ -11,9 +11,13 @@ room a preemption freed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from scheduler.api.types import NodeName, Pod, PodKey
+
+if TYPE_CHECKING:
+    from scheduler.snapshot import NodeTable
 
 
 class Nominator:
@@ -57,3 +61,27 @@ class Nominator:
 
     def __contains__(self, key: object) -> bool:
         return key in self._node_of
+
+
+def nominated_rows(
+    nominator: Nominator, nodes: NodeTable, pod: Pod, placed: Callable[[PodKey], bool]
+) -> dict[int, list[Pod]]:
+    """Per row of `nodes`, the pods nominated there with priority equal to or
+    above `pod`'s that the row does not hold yet and that are not placed
+    (assumed or bound) elsewhere: what kube-scheduler's addGENominatedPods adds
+    for Filter's first pass."""
+    if not len(nominator):
+        return {}
+    out: dict[int, list[Pod]] = {}
+    for node in nominator.nodes():
+        row = nodes.row_of.get(node)
+        if row is None:
+            continue
+        on_row = nodes.pods[row]
+        for p in nominator.pods_on(node):
+            if p.key == pod.key or p.priority < pod.priority or p.key in on_row:
+                continue
+            if placed(p.key):
+                continue
+            out.setdefault(row, []).append(p)
+    return out

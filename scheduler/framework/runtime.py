@@ -56,7 +56,7 @@ from scheduler.framework.interface import (
 )
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting_pods import WaitingPod
-from scheduler.snapshot import NodeTable
+from scheduler.snapshot import NodeTable, pod_charge
 
 if TYPE_CHECKING:
     from scheduler.metrics import Metrics
@@ -158,6 +158,13 @@ _ERROR_MESSAGES: Final = {
 _LOGGED_LIMIT: Final = 10_000
 
 
+# PreFilter plugins whose state does not depend on the pods on other nodes: a
+# pass that adds or removes pods on a node need not run them again.
+NODE_LOCAL_PRE_FILTER: Final = frozenset(
+    {"NodeResourcesFit", "NodePorts", "NodeAffinity", "NodeName", "Coscheduling"}
+)
+
+
 def plugin_error_message(plugin: str, point: str, pod: Pod) -> str:
     """What the pod's FailedScheduling event and condition say when `plugin` raised."""
     return _ERROR_MESSAGES[point].format(plugin=plugin, pod=pod.key, error=INTERNAL_ERROR)
@@ -248,17 +255,28 @@ class FilterOutcome:
         return counts
 
     def node_statuses(self, nodes: NodeTable) -> dict[str, Status]:
+        """Node name -> Status of each rejected row. Rows rejected for the same
+        set of reasons share one Status (thousands of nodes usually fail for one
+        or two reasons)."""
         out: dict[str, Status] = {}
+        names = nodes.names
         for step in self.steps:
             rej = step.result.rejected
             if rej.shape[1] == 0:
                 continue
             hit = np.flatnonzero(rej.any(axis=1))
-            for i in hit.tolist():
-                js = np.flatnonzero(rej[i]).tolist()
+            if len(hit) == 0:
+                continue
+            patterns, which = np.unique(rej[hit], axis=0, return_inverse=True)
+            shared = []
+            for pattern in patterns:
+                js = np.flatnonzero(pattern).tolist()
                 reasons = tuple(step.result.reasons[j] for j in js)
                 code = max((step.result.code_of(j) for j in js), default=Code.UNSCHEDULABLE)
-                out[nodes.names[int(step.rows[i])]] = Status(code, reasons, step.plugin)
+                shared.append(Status(code, reasons, step.plugin))
+            rows = step.rows[hit].tolist()
+            for row, k in zip(rows, np.asarray(which).reshape(-1).tolist(), strict=True):
+                out[names[row]] = shared[k]
         return out
 
     def unschedulable_plugins(self) -> set[str]:
@@ -468,6 +486,77 @@ class Profile:
             live_idx = live_idx[ok]
             live_rows = live_rows[ok]
         return outcome
+
+    def pre_filter_is_node_local(self, state: CycleState) -> bool:
+        """Whether the PreFilter state of this cycle depends only on the node being
+        filtered: every PreFilter plugin either skipped or is in
+        NODE_LOCAL_PRE_FILTER. Adding or removing pods on a node then needs no
+        PreFilter run again (what upstream's AddPod/RemovePod extensions do)."""
+        return all(
+            name in state.skip_filter or name in NODE_LOCAL_PRE_FILTER
+            for name, _ in self.pre_filter
+        )
+
+    def run_filters_with_nominated(
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: NodeTable,
+        rows: IntpArray,
+        nominated: Mapping[int, Sequence[Pod]],
+    ) -> FilterOutcome | Status:
+        """kube-scheduler's RunFilterPluginsWithNominatedPods over `rows`.
+        `nominated`: per row, the pods nominated there of priority equal to or
+        above the pod's (not the pod itself, not on the row already).
+
+        A row with no such pods is filtered once. A row with some must pass
+        twice: with its nominated pods charged (PreFilter run again when its
+        state is not node-local: upstream's AddPod on a cloned state, here one
+        row at a time) and without them, so that a pod neither takes the room
+        that a preemption freed for a more important pod nor counts on pods that
+        are not there yet (inter-pod affinity to a nominated pod). Every row is
+        filtered without them first, in one columnar call; only the rows that
+        pass and carry nominated pods are filtered again with them, so a
+        cycle without nominations costs what it did. A row that fails both
+        passes reports the reasons of the pass without the nominated pods
+        (upstream reports those of the first pass it runs, the one with them)."""
+        out = self.run_filters(state, pod, nodes, rows)
+        if isinstance(out, Status) or not nominated:
+            return out
+        idx = [i for i, r in enumerate(rows.tolist()) if r in nominated and out.feasible[i]]
+        if not idx:
+            return out
+        local = self.pre_filter_is_node_local(state)
+        isolated = self.handle.isolated
+        for group in [idx] if local else [[i] for i in idx]:
+            at = np.array(group, dtype=np.intp)
+            g_rows = rows[at]
+            items = [(r, p, pod_charge(p, isolated)) for r in g_rows.tolist() for p in nominated[r]]
+            for r, p, ch in items:
+                nodes.charge(r, p, ch, +1)
+            try:
+                use = state
+                if not local:
+                    use = CycleState()
+                    _, st = self.run_pre_filter(use, pod, nodes)
+                    if st.code is Code.ERROR:
+                        return st
+                    if not st.is_success:
+                        result = FilterResult.single(
+                            st.message, np.ones(len(g_rows), dtype=bool), st.code
+                        )
+                        out.steps.append(_FilterStep(st.plugin, result, g_rows))
+                        out.feasible[at] = False
+                        continue
+                first = self.run_filters(use, pod, nodes, g_rows)
+            finally:
+                for r, p, ch in reversed(items):
+                    nodes.charge(r, p, ch, -1)
+            if isinstance(first, Status):
+                return first
+            out.steps.extend(first.steps)
+            out.feasible[at[~first.feasible]] = False
+        return out
 
     @timed("PostFilter")
     def run_post_filter(

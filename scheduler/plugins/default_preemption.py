@@ -19,7 +19,7 @@ preemption.go; facts carried over, code not).
    The dry runs are columnar: a chunk of candidate nodes is checked with one
    Filter call per reprieve round, not one per node. A pod whose PreFilter
    state depends on other pods (spreading, inter-pod affinity: any PreFilter
-   plugin not in `_NODE_LOCAL_PRE_FILTER` that did not skip) is checked node
+   plugin not in the runtime's `NODE_LOCAL_PRE_FILTER` that did not skip) is checked node
    by node with PreFilter run again, as upstream's RemovePod/AddPod extensions
    keep that state right.
 3. Choice (pickOneNodeForPreemption): fewest PDB violations, lowest
@@ -59,9 +59,10 @@ from scheduler.framework.interface import (
     PluginArgsError,
     PostFilterPlugin,
 )
+from scheduler.framework.nominator import nominated_rows
 from scheduler.framework.runtime import FilterOutcome, Profile
 from scheduler.framework.status import Code, Status
-from scheduler.snapshot import Charge, NodeTable, pod_charge
+from scheduler.snapshot import Charge, Int64Array, NodeTable, pod_charge
 
 log = logging.getLogger(__name__)
 
@@ -76,12 +77,6 @@ NO_CANDIDATE: Final = "no candidate node for preemption"
 DISRUPTION_TARGET: Final = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 WAITING_REJECTED: Final = "preempted"
-
-# PreFilter plugins whose state does not depend on the pods on other nodes: a
-# dry run that moves pods need not run them again.
-_NODE_LOCAL_PRE_FILTER: Final = frozenset(
-    {"NodeResourcesFit", "NodePorts", "NodeAffinity", "NodeName", "Coscheduling"}
-)
 
 
 def disruption_message(scheduler_name: str) -> str:
@@ -153,7 +148,7 @@ def start_time(pod: Pod) -> float:
         return float("inf")
 
 
-def importance(pod: Pod) -> tuple[int, int, float, str]:
+def importance(pod: Pod) -> tuple[int, int, float, PodKey]:
     """Sort key, most important first (upstream's MoreImportantPod: higher priority,
     then earlier start); at equal priority a gang's member before a lone pod, so
     that a lone pod is evicted rather than a gang broken."""
@@ -230,12 +225,18 @@ def pick_one(candidates: Sequence[Candidate]) -> Candidate | None:
     return min(candidates, key=key)
 
 
+# A pod, its charge, that charge as dense rows (NodeTable.charge_vector) and its
+# `importance` key: what the dry runs need of a potential victim, kept per pod.
+_Vector = tuple[Pod, Charge, Int64Array, Int64Array, tuple[int, int, float, PodKey]]
+
+
 @dataclass(slots=True)
 class _NodeRun:
     """One node's dry run: the victims still out and those reprieved so far."""
 
     row: int
-    out: list[tuple[Pod, Charge]]  # most important first, PDB-violating ones first
+    out: list[Pod]  # most important first, PDB-violating ones first
+    vectors: list[_Vector]  # theirs, in that order
     violating: set[PodKey]
     victims: list[Pod] = field(default_factory=list)
     n_violating: int = 0
@@ -251,6 +252,10 @@ class DefaultPreemption(PostFilterPlugin):
         # until the API reports them terminating, they count as terminating.
         self.victims_of: dict[PodKey, PodKey] = {}
         self.preemptions = 0
+        # Each pod's charge as dense rows, by key (checked against the pod object),
+        # valid for the snapshot columns in `_vector_cols`.
+        self._vectors: dict[PodKey, _Vector] = {}
+        self._vector_cols: list[str] = []
         handle.watch(self._on_event)
 
     @classmethod
@@ -260,12 +265,14 @@ class DefaultPreemption(PostFilterPlugin):
     def _on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
         if event.action & ActionType.DELETE and isinstance(old, Pod):
             self.victims_of.pop(old.key, None)
+            self._vectors.pop(old.key, None)
 
     # ---- PostFilter -------------------------------------------------------------------
 
     def post_filter(
         self, state: CycleState, pod: Pod, filtered: NodeToStatus
     ) -> tuple[str | None, Status]:
+        self.handle.metrics.preemption_attempts.inc()
         nominated, st = self.preempt(state, pod, filtered)
         if st.message:
             return nominated, Status(st.code, (f"preemption: {st.message}",), NAME)
@@ -359,6 +366,10 @@ class DefaultPreemption(PostFilterPlugin):
         `want` candidates are found, one of them without PDB violations."""
         order = np.concatenate((potential[offset:], potential[:offset]))
         pdbs = list(self.handle.pdbs.values())
+        lister = self.handle.lister
+        nominated = nominated_rows(
+            self.handle.nominator, snap, pod, lambda k: lister.pod(k) is not None
+        )
         local = self._node_local(state, profile)
         good: list[Candidate] = []
         violating: list[Candidate] = []
@@ -369,7 +380,7 @@ class DefaultPreemption(PostFilterPlugin):
             part = order[pos : pos + chunk]
             pos += len(part)
             for c in self.select_victims(
-                state, pod, snap, profile, part, pdbs, local, statuses, whole_gangs
+                state, pod, snap, profile, part, pdbs, local, statuses, whole_gangs, nominated
             ):
                 c.order = len(good) + len(violating)
                 (violating if c.pdb_violations else good).append(c)
@@ -379,10 +390,7 @@ class DefaultPreemption(PostFilterPlugin):
 
     @staticmethod
     def _node_local(state: CycleState, profile: Profile) -> bool:
-        return all(
-            name in state.skip_filter or name in _NODE_LOCAL_PRE_FILTER
-            for name, _ in profile.pre_filter
-        )
+        return profile.pre_filter_is_node_local(state)
 
     def potential_victims(
         self, pod: Pod, row_pods: Iterable[Pod], whole_gangs: bool = False
@@ -433,35 +441,51 @@ class DefaultPreemption(PostFilterPlugin):
         local: bool,
         statuses: dict[str, Status],
         whole_gangs: bool = False,
+        nominated: Mapping[int, Sequence[Pod]] | None = None,
     ) -> list[Candidate]:
         """kube-scheduler's SelectVictimsOnNode for each of `rows` (a columnar dry
         run when `local`, else one node at a time with PreFilter run again). Nodes
         that do not make a candidate get their status in `statuses`."""
         isolated = self.handle.isolated
+        cols = snap.resources
+        if self._vector_cols != cols[: len(self._vector_cols)]:
+            self._vectors.clear()
+        self._vector_cols = list(cols)
+        vectors = self._vectors
         runs: list[_NodeRun] = []
         for row in rows.tolist():
-            on_row = snap.pods[row].values()
-            victims = sorted(self.potential_victims(pod, on_row, whole_gangs), key=importance)
-            if not victims:
+            lower = self.potential_victims(pod, snap.pods[row].values(), whole_gangs)
+            if not lower:
                 statuses[snap.names[row]] = Status(
                     Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,), NAME
                 )
                 continue
-            bad, fine = split_by_pdb_violation(victims, pdbs)
-            runs.append(
-                _NodeRun(
-                    row,
-                    [(p, pod_charge(p, isolated)) for p in bad + fine],
-                    {p.key for p in bad},
-                )
-            )
+            got = []
+            for p in lower:
+                v = vectors.get(p.key)
+                if v is None or v[0] is not p:
+                    ch = pod_charge(p, isolated)
+                    v = vectors[p.key] = (p, ch, *snap.charge_vector(ch), importance(p))
+                got.append(v)
+            got.sort(key=lambda v: v[4])
+            victims = [v[0] for v in got]
+            if pdbs:
+                bad, fine = split_by_pdb_violation(victims, pdbs)
+                if bad:
+                    by_key = {v[0].key: v for v in got}
+                    victims = bad + fine
+                    got = [by_key[p.key] for p in victims]
+                runs.append(_NodeRun(row, victims, got, {p.key for p in bad}))
+            else:
+                runs.append(_NodeRun(row, victims, got, set()))
         if not runs:
             return []
+        on_rows = nominated or {}
         if local:
-            return self._dry_run(state, pod, snap, profile, runs, statuses)
+            return self._dry_run(state, pod, snap, profile, runs, statuses, on_rows)
         out: list[Candidate] = []
         for run in runs:
-            out += self._dry_run(state, pod, snap, profile, [run], statuses, rerun_pre_filter=True)
+            out += self._dry_run(state, pod, snap, profile, [run], statuses, on_rows, True)
         return out
 
     def _dry_run(
@@ -472,16 +496,28 @@ class DefaultPreemption(PostFilterPlugin):
         profile: Profile,
         runs: list[_NodeRun],
         statuses: dict[str, Status],
+        nominated: Mapping[int, Sequence[Pod]],
         rerun_pre_filter: bool = False,
     ) -> list[Candidate]:
-        charged: list[tuple[int, Pod, Charge]] = []  # what is uncharged now
+        # Every potential victim out at once, then put back round by round.
+        all_rows = np.repeat(
+            np.array([r.row for r in runs], dtype=np.intp), [len(r.out) for r in runs]
+        )
+        vecs = [v for r in runs for v in r.vectors]
+        all_pods = [v[0] for v in vecs]
+        all_charges = [v[1] for v in vecs]
+        all_amounts = _stack([v[2] for v in vecs])
+        all_nonzero = np.stack([v[3] for v in vecs])
+        all_keys = [v[4][3] for v in vecs]  # importance's last item: the pod's key
+        snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1, all_keys)
+        back = np.zeros(len(all_pods), dtype=bool)  # which of them are charged again
+        first = np.cumsum([0] + [len(r.out) for r in runs[:-1]])
+        index = {id(r): int(i) for r, i in zip(runs, first, strict=True)}
         try:
-            for run in runs:
-                for p, ch in run.out:
-                    snap.charge(run.row, p, ch, -1)
-                    charged.append((run.row, p, ch))
             live = runs
-            fits = self._fits(state, pod, snap, profile, live, statuses, rerun_pre_filter)
+            fits = self._fits(
+                state, pod, snap, profile, live, statuses, nominated, rerun_pre_filter
+            )
             live = [r for r, ok in zip(live, fits, strict=True) if ok]
             # Reprieve round k: put back each node's k-th most important victim.
             k = 0
@@ -489,17 +525,44 @@ class DefaultPreemption(PostFilterPlugin):
                 trying = [r for r in live if k < len(r.out)]
                 if not trying:
                     break
-                for r in trying:
-                    p, ch = r.out[k]
-                    snap.charge(r.row, p, ch, +1)
-                fits = self._fits(state, pod, snap, profile, trying, None, rerun_pre_filter)
-                for r, ok in zip(trying, fits, strict=True):
-                    p, ch = r.out[k]
+                at = np.array([index[id(r)] + k for r in trying], dtype=np.intp)
+                self._move(
+                    snap,
+                    all_rows,
+                    all_pods,
+                    all_charges,
+                    all_amounts,
+                    all_nonzero,
+                    all_keys,
+                    at,
+                    +1,
+                )
+                back[at] = True
+                fits = self._fits(
+                    state, pod, snap, profile, trying, None, nominated, rerun_pre_filter
+                )
+                failed = []
+                for r, ok, i in zip(trying, fits, at.tolist(), strict=True):
                     if not ok:
-                        snap.charge(r.row, p, ch, -1)
+                        p = r.out[k]
+                        failed.append(i)
                         r.victims.append(p)
                         if p.key in r.violating:
                             r.n_violating += 1
+                if failed:
+                    f = np.array(failed, dtype=np.intp)
+                    self._move(
+                        snap,
+                        all_rows,
+                        all_pods,
+                        all_charges,
+                        all_amounts,
+                        all_nonzero,
+                        all_keys,
+                        f,
+                        -1,
+                    )
+                    back[f] = False
                 k += 1
             out = []
             for r in live:
@@ -510,9 +573,34 @@ class DefaultPreemption(PostFilterPlugin):
             return out
         finally:
             # Put back everything that is out: what the reprieve did not restore.
-            for row, p, ch in charged:
-                if p.key not in snap.pods[row]:
-                    snap.charge(row, p, ch, +1)
+            rest = np.flatnonzero(~back)
+            self._move(
+                snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, all_keys, rest, +1
+            )
+
+    @staticmethod
+    def _move(
+        snap: NodeTable,
+        rows: IntpArray,
+        pods: Sequence[Pod],
+        charges: Sequence[Charge],
+        amounts: Int64Array,
+        nonzero: Int64Array,
+        keys: Sequence[PodKey],
+        at: IntpArray,
+        sign: int,
+    ) -> None:
+        """Charge (sign +1) or uncharge the victims at positions `at`."""
+        idx = at.tolist()
+        snap.charge_dense(
+            rows[at],
+            [pods[i] for i in idx],
+            [charges[i] for i in idx],
+            amounts[at],
+            nonzero[at],
+            sign,
+            [keys[i] for i in idx],
+        )
 
     def _fits(
         self,
@@ -522,6 +610,7 @@ class DefaultPreemption(PostFilterPlugin):
         profile: Profile,
         runs: Sequence[_NodeRun],
         statuses: dict[str, Status] | None,
+        nominated: Mapping[int, Sequence[Pod]],
         rerun_pre_filter: bool,
     ) -> list[bool]:
         rows = np.array([r.row for r in runs], dtype=np.intp)
@@ -534,7 +623,9 @@ class DefaultPreemption(PostFilterPlugin):
                     for r in runs:
                         statuses[snap.names[r.row]] = st
                 return [False] * len(runs)
-        out = profile.run_filters(use, pod, snap, rows)
+        # the pod must fit with the nominated pods of >= priority and without them
+        # (SelectVictimsOnNode runs RunFilterPluginsWithNominatedPods)
+        out = profile.run_filters_with_nominated(use, pod, snap, rows, nominated)
         if isinstance(out, Status):
             if statuses is not None:
                 for r in runs:
@@ -552,6 +643,7 @@ class DefaultPreemption(PostFilterPlugin):
         preemptor is that gang, `pod` one of its members."""
         self.preemptions += 1
         h = self.handle
+        h.metrics.preemption_victims.observe(len(c.victims))
         for victim in c.victims:
             self.victims_of[victim.key] = pod.key
             wp = h.waiting_pods.get(victim.key)
@@ -620,6 +712,17 @@ class DefaultPreemption(PostFilterPlugin):
             await self.handle.client.set_nominated_node(key, None)
         except Exception as e:
             log.warning("could not clear the nominated node of %s: %s", key, e)
+
+
+def _stack(rows: Sequence[Int64Array]) -> Int64Array:
+    """Dense charge rows of possibly fewer columns, stacked and padded with zeros."""
+    width = max(len(r) for r in rows)
+    if all(len(r) == width for r in rows):
+        return np.stack(rows)
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
 
 
 def _statuses(out: FilterOutcome, snap: NodeTable) -> dict[str, Status]:

@@ -121,6 +121,20 @@ def _event_row(ev: Mapping[str, Any]) -> Row:
     ]
 
 
+def _pdb_row(pdb: Mapping[str, Any]) -> Row:
+    """kube's PodDisruptionBudget columns (printPodDisruptionBudget): a bound not
+    set reads N/A."""
+    spec = pdb.get("spec") or {}
+    status = pdb.get("status") or {}
+    return [
+        pdb["metadata"]["name"],
+        str(spec["minAvailable"]) if spec.get("minAvailable") is not None else "N/A",
+        str(spec["maxUnavailable"]) if spec.get("maxUnavailable") is not None else "N/A",
+        int(status.get("disruptionsAllowed") or 0),
+        human_age(pdb["metadata"].get("creationTimestamp")),
+    ]
+
+
 def _column(name: str, type_: str = "string", priority: int = 0, fmt: str = "") -> dict[str, Any]:
     return {"name": name, "type": type_, "format": fmt, "description": "", "priority": priority}
 
@@ -147,6 +161,13 @@ EVENT_COLUMNS = [
     _column("First Seen", priority=1),
     _column("Count", priority=1),
     _column("Name", priority=1),
+]
+PDB_COLUMNS = [
+    _column("Name", fmt="name"),
+    _column("Min Available"),
+    _column("Max Unavailable"),
+    _column("Allowed Disruptions", "integer"),
+    _column("Age"),
 ]
 NODE_COLUMNS = [
     _column("Name", fmt="name"),
@@ -198,6 +219,8 @@ def table(
         columns, row = NODE_COLUMNS, _node_row
     elif res.group == "" and res.kind == "Event":
         columns, row = EVENT_COLUMNS, _event_row
+    elif res.group == "policy" and res.kind == "PodDisruptionBudget":
+        columns, row = PDB_COLUMNS, _pdb_row
     elif res.printer_columns:
         columns, row = _custom(res)
     else:

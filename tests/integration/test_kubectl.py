@@ -288,3 +288,20 @@ def test_apply_again_patches_and_delete_removes(gang: tuple[ApiServer, Kubectl])
     result = kubectl.run("get", "pod", "gang-0", check=False)
     assert result.returncode == 1
     assert 'pods "gang-0" not found' in result.stderr
+
+
+def test_get_pdb_shows_kubes_columns(cluster: tuple[ApiServer, Kubectl]) -> None:
+    """policy/v1 PodDisruptionBudgets (what preemption watches) under `kubectl get pdb`."""
+    srv, kubectl = cluster
+    kubectl.apply(
+        "apiVersion: policy/v1\n"
+        "kind: PodDisruptionBudget\n"
+        "metadata: {name: guard, namespace: default}\n"
+        "spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}\n"
+    )
+    rows = table(kubectl("get", "pdb"))
+    assert [(r["NAME"], r["MIN AVAILABLE"], r["MAX UNAVAILABLE"]) for r in rows] == [
+        ("guard", "1", "N/A")
+    ]
+    assert rows[0]["ALLOWED DISRUPTIONS"] == "0"
+    assert srv.get("poddisruptionbudgets", "default", "guard") is not None

@@ -35,6 +35,10 @@ from scheduler.scheduler import Scheduler
 from scheduler.volume_sim import VolumeControllers
 from tests.perf import workloads
 
+CHURN_INTERVAL = 0.2  # scheduler_perf's churn intervalMilliseconds: 200
+CHURN_CHECK_EVERY = 32  # scheduling cycles between two looks at the wall clock
+CHURN_TIMEOUT = 600.0
+
 
 @dataclass(frozen=True)
 class Case:
@@ -59,6 +63,12 @@ class Case:
     # PreemptionBasic templates); the timed part ends when all are bound, the
     # victims removed after their grace period on the virtual clock.
     preempt_priority: int = 0
+    # scheduler_perf's churn op (mode create, every 200 ms of the measured time):
+    # "preemptor" (pod-high-priority.yaml: 3 CPUs, priority 10, over nodes full of
+    # pod-low-priority.yaml pods: PreemptionAsync) or "large-cpu"
+    # (pod-high-priority-large-cpu.yaml: 9 CPUs, fits no node: Unschedulable).
+    # The measured pods are pod-default.yaml; only they count toward pods/s.
+    churn: str | None = None
 
 
 CASES: dict[str, Case] = {
@@ -86,6 +96,10 @@ CASES: dict[str, Case] = {
         Case("preemption-basic-1000", 1000, 4000, 1000, preempt_priority=10),
         Case("preemption-gang-1000", 1000, 4000, 800, gang_size=4, preempt_priority=10),
         Case(
+            "preemption-async-5000", 5000, 20000, 5000, churn="preemptor", target_pods_per_s=570.0
+        ),
+        Case("unschedulable-5000", 5000, 20000, 10000, churn="large-cpu", target_pods_per_s=600.0),
+        Case(
             "preferred-spread-5000",
             5000,
             5000,
@@ -104,14 +118,18 @@ async def _run_case(case: Case) -> dict[str, Any]:
     cluster = InMemoryCluster()
     config = default_config(IN_TREE)
     sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node)
+    measured_bound = 0
 
     def bound(key: PodKey, node: str) -> None:
+        nonlocal measured_bound
         obj = cluster.pods[key]
         obj["status"]["phase"] = "Running"
         sched.on_pod(obj)
+        if key.startswith("sched-perf/pod-"):
+            measured_bound += 1
 
     cluster.on_pod_bound = bound
-    if case.preempt_priority:
+    if case.preempt_priority or case.churn:
 
         def deleted(key: PodKey, grace: int) -> None:
             sched.on_pod(cluster.pods[key])  # the update with its deletionTimestamp
@@ -132,9 +150,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
         o = workloads.pod(
             i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
         )
-        if case.preempt_priority:
-            _sized(o, "900m", 0)
-            o["status"] = {"phase": "Running"}
+        if case.preempt_priority or case.churn == "preemptor":
+            _low_priority(o)
         cluster.pods[f"sched-perf/running-{i}"] = o
         sched.on_pod(o)
     if case.gang_size:
@@ -160,7 +177,10 @@ async def _run_case(case: Case) -> dict[str, Any]:
     t_load = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    while True:
+    churned = 0
+    if case.churn:
+        churned = await _run_churn(case, sched, cluster, clock, lambda: measured_bound)
+    while not case.churn:
         n = 0
         while sched.schedule_one():
             n += 1
@@ -184,7 +204,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
         await sched.settle()
     elapsed = time.perf_counter() - t1
     stats = sched.statistics()
-    bound_pods = cluster.binds
+    bound_pods = measured_bound if case.churn else cluster.binds
     if controllers is not None:
         assert len(controllers.outcomes) == bound_pods, "a pod bound without its volume"
     return {
@@ -206,6 +226,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
         else None,
         "target_ms_per_group": case.target_ms_per_group,
         "victims": len(cluster.deletions),
+        "churned": churned,
+        "preemptors_bound": cluster.binds - measured_bound if case.churn else None,
         "ms_per_gang": round(1000 * elapsed / (case.to_schedule // case.gang_size), 3)
         if case.gang_size
         else None,
@@ -234,6 +256,54 @@ def _volumes(case: Case, sched: Scheduler, cluster: InMemoryCluster) -> VolumeCo
             sched.on_volume_object("PersistentVolumeClaim", claim)
         return controllers
     return None
+
+
+async def _run_churn(
+    case: Case,
+    sched: Scheduler,
+    cluster: InMemoryCluster,
+    clock: VirtualClock,
+    measured_bound: Callable[[], int],
+) -> int:
+    """Schedule the measured pods while scheduler_perf's churn op creates one
+    high-priority pod every CHURN_INTERVAL seconds of wall time. The virtual
+    clock follows the wall clock, so that backoff, the unschedulable pool and
+    the victims' grace periods take the time they take in a live scheduler.
+    Returns how many churn pods were created."""
+    t1 = time.perf_counter()
+    v0 = clock.now()
+    churned = 0
+    while measured_bound() < case.to_schedule:
+        wall = time.perf_counter() - t1
+        if wall > CHURN_TIMEOUT:
+            break
+        # scheduler_perf's churn starts before the measured pods are created:
+        # its first pod is there at the start of the measured part
+        while churned <= wall / CHURN_INTERVAL:
+            o = workloads.pod(churned, "churn")
+            if case.churn == "preemptor":
+                _sized(o, "3", 10)
+            else:
+                _sized(o, "9", 10)
+            key = f"sched-perf/churn-{churned}"
+            cluster.pods[key] = o
+            sched.on_pod(o)
+            churned += 1
+        clock.advance_to(v0 + wall)
+        sched.queue.flush()
+        sched.cache.cleanup_expired()
+        n = 0
+        while n < CHURN_CHECK_EVERY and sched.schedule_one():
+            n += 1
+        await sched.settle()
+    return churned
+
+
+def _low_priority(o: dict[str, Any]) -> None:
+    """pod-low-priority.yaml: 900m, priority 0, terminationGracePeriodSeconds 0."""
+    _sized(o, "900m", 0)
+    o["spec"]["terminationGracePeriodSeconds"] = 0
+    o["status"] = {"phase": "Running"}
 
 
 def _sized(o: dict[str, Any], cpu: str, priority: int) -> None:
@@ -294,6 +364,12 @@ def _print_table(rows: list[dict[str, Any]], say: Callable[[str], None] = print)
             say(
                 f"{r['case']}: {r['bound']} preemptors bound, {r['victims']} victims, "
                 f"{r['pods_per_s']} pods/s{per_gang}"
+            )
+    for r in rows:
+        if r.get("churned"):
+            say(
+                f"{r['case']}: {r['churned']} churn pods created (one per 200 ms), "
+                f"{r['preemptors_bound']} of them bound, {r['victims']} victims"
             )
     by = {r["case"]: r for r in rows}
     for n in (500, 5000):

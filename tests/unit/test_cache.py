@@ -361,3 +361,64 @@ def test_issue14_node_beyond_int64_is_refused_whole(alloc: dict[str, int]) -> No
     row = c.table.row_of["n"]
     assert c.table.unschedulable[row] and c.table.taint_matrix[row].any()
     assert c.node("n") is good and c.node("m") is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),  # node
+            st.sampled_from(["0", "100m", "3", "9E"]),
+            st.sampled_from(["0", "500Mi", "7Ei"]),
+            st.booleans(),  # a host port
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 11), max_size=12),  # which of them to move back
+)
+def test_charge_dense_is_charge_for_many_pods(specs: list[Any], back: list[int]) -> None:
+    """NodeTable.charge_dense (preemption's dry runs) leaves the table exactly as
+    `charge` pod by pod, sums beyond int64 included (it falls back there)."""
+    from scheduler.snapshot import IsolatedCPU, pod_charge
+    from tests.builders import table_of
+
+    nodes = [make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=110).build() for i in range(3)]
+    pods: list[Pod] = []
+    for i, (n, cpu, memory, port) in enumerate(specs):
+        b = make_pod(f"p{i}").req(cpu=cpu, memory=memory).node(f"n{n}")
+        if port:
+            b.host_port(8080)
+        p = parse_pod(b.obj())
+        if not isinstance(p, InvalidObject):
+            pods.append(p)
+    one, many = table_of(nodes, pods), table_of(nodes, pods)
+    iso = IsolatedCPU()
+    charges = [pod_charge(p, iso) for p in pods]
+    rows = np.array([one.row_of[p.node_name] for p in pods], dtype=np.intp)
+    vecs = [many.charge_vector(c) for c in charges]
+    if not pods:
+        return
+    width = max(len(v[0]) for v in vecs)
+    amounts = np.array([np.pad(v[0], (0, width - len(v[0]))) for v in vecs])
+    nonzero = np.array([v[1] for v in vecs])
+
+    def same() -> None:
+        assert np.array_equal(one.requested, many.requested)
+        assert np.array_equal(one.nonzero_requested, many.nonzero_requested)
+        assert one.excess == many.excess and one.nonzero_excess == many.nonzero_excess
+        assert one.pods == many.pods and one.port_index == many.port_index
+        assert np.array_equal(one.generation, many.generation)
+
+    for r, p, c in zip(rows.tolist(), pods, charges, strict=True):
+        one.charge(r, p, c, -1)
+    many.charge_dense(rows, pods, charges, amounts, nonzero, -1)
+    same()
+    at = np.array(sorted({i for i in back if i < len(pods)}), dtype=np.intp)
+    for i in at.tolist():
+        one.charge(int(rows[i]), pods[i], charges[i], +1)
+    many.charge_dense(
+        rows[at], [pods[i] for i in at.tolist()], [charges[i] for i in at.tolist()],
+        amounts[at], nonzero[at], +1,
+    )  # fmt: skip
+    same()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from scheduler.api.types import NodeName, PodKey
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
@@ -110,8 +112,30 @@ def test_a_high_priority_pod_preempts_a_lower_one_and_takes_its_place() -> None:
         assert low not in h.cluster.pods
         assert h.node_of(high) == "n0"
         assert len(h.cluster.deletions) == 1  # no second preemption meanwhile
+        # kube-scheduler's metrics: one attempt (the first cycle's PostFilter; the
+        # second cycle found the nominated node), one candidate of one victim.
+        text = h.s.metrics.render().decode()
+        assert "scheduler_preemption_attempts_total 1.0" in text
+        assert 'scheduler_preemption_victims_bucket{le="1.0"} 1.0' in text
+        assert 'scheduler_preemption_victims_bucket{le="64.0"} 1.0' in text
+        assert "scheduler_preemption_victims_count 1.0" in text
+        assert "scheduler_preemption_victims_sum 1.0" in text
 
     asyncio.run(go())
+
+
+def test_preemption_metrics_help_and_buckets() -> None:
+    """Names, help texts and buckets as kube-scheduler's metrics.go."""
+    h = Harness()
+    families = {f.name: f for f in text_string_to_metric_families(h.s.metrics.render().decode())}
+    attempts = families["scheduler_preemption_attempts"]
+    assert attempts.type == "counter"
+    assert attempts.documentation == "Total preemption attempts in the cluster till now"
+    victims = families["scheduler_preemption_victims"]
+    assert victims.type == "histogram"
+    assert victims.documentation == "Number of selected preemption victims"
+    bounds = [s.labels["le"] for s in victims.samples if s.name.endswith("_bucket")]
+    assert bounds == ["1.0", "2.0", "4.0", "8.0", "16.0", "32.0", "64.0", "+Inf"]
 
 
 def test_preemption_policy_never_waits() -> None:
