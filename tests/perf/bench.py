@@ -359,7 +359,7 @@ def _print_table(rows: list[dict[str, Any]], say: Callable[[str], None] = print)
                 f"{r['ms_per_group_attempt']} ms per group attempt{verdict}"
             )
     for r in rows:
-        if r.get("victims"):
+        if r.get("victims") and not r.get("churned"):
             per_gang = f", {r['ms_per_gang']} ms per gang" if r.get("ms_per_gang") else ""
             say(
                 f"{r['case']}: {r['bound']} preemptors bound, {r['victims']} victims, "
