@@ -455,6 +455,12 @@ class NodeTable:
             self.pods[row][pod.key] = pod
         else:
             self.pods[row].pop(pod.key, None)
+        self._count(row, pod, sign)
+        self.generation[row] += 1
+
+    def _count(self, row: int, pod: Pod, sign: int) -> None:
+        """The pod in (sign=1) or out of the row's label counters and pod
+        (anti-)affinity term counters."""
         for matcher, counts in self.counters.items():
             if matcher.matches(pod):
                 counts[row] += sign
@@ -464,7 +470,6 @@ class NodeTable:
                 if tc is None:
                     tc = self.term_counters[tk] = np.zeros(self.capacity, dtype=np.int64)
                 tc[row] += sign
-        self.generation[row] += 1
 
     def charge_vector(self, charge: Charge) -> tuple[Int64Array, Int64Array]:
         """A charge as dense rows: (amounts over `resources`, non-zero cpu/memory),
@@ -518,7 +523,6 @@ class NodeTable:
             np.subtract.at(self.nonzero_requested, rows, nonzero)
         np.add.at(self.generation, rows, 1)
         table = self.pods
-        counters = self.counters
         row_list = rows.tolist()
         if keys is None:
             keys = [pod.key for pod in pods]
@@ -531,15 +535,7 @@ class NodeTable:
         for row, pod in zip(row_list, pods, strict=True):
             if pod.host_ports:
                 self._ports(row, pod.host_ports, sign)
-            for matcher, counts in counters.items():
-                if matcher.matches(pod):
-                    counts[row] += sign
-            if pod.pod_affinity is not None or pod.pod_anti_affinity is not None:
-                for tk in pod_term_keys(pod, self.namespace_labels):
-                    tc = self.term_counters.get(tk)
-                    if tc is None:
-                        tc = self.term_counters[tk] = np.zeros(self.capacity, dtype=np.int64)
-                    tc[row] += sign
+            self._count(row, pod, sign)
 
     # ---- copying (cache -> snapshot) -----------------------------------------
 

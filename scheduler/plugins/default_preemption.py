@@ -511,6 +511,12 @@ class DefaultPreemption(PostFilterPlugin):
         all_keys = [v[4][3] for v in vecs]  # importance's last item: the pod's key
         snap.charge_dense(all_rows, all_pods, all_charges, all_amounts, all_nonzero, -1, all_keys)
         back = np.zeros(len(all_pods), dtype=bool)  # which of them are charged again
+
+        def move(at: IntpArray, sign: int) -> None:
+            self._move(
+                snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, all_keys, at, sign
+            )
+
         first = np.cumsum([0] + [len(r.out) for r in runs[:-1]])
         index = {id(r): int(i) for r, i in zip(runs, first, strict=True)}
         try:
@@ -526,17 +532,7 @@ class DefaultPreemption(PostFilterPlugin):
                 if not trying:
                     break
                 at = np.array([index[id(r)] + k for r in trying], dtype=np.intp)
-                self._move(
-                    snap,
-                    all_rows,
-                    all_pods,
-                    all_charges,
-                    all_amounts,
-                    all_nonzero,
-                    all_keys,
-                    at,
-                    +1,
-                )
+                move(at, +1)
                 back[at] = True
                 fits = self._fits(
                     state, pod, snap, profile, trying, None, nominated, rerun_pre_filter
@@ -551,17 +547,7 @@ class DefaultPreemption(PostFilterPlugin):
                             r.n_violating += 1
                 if failed:
                     f = np.array(failed, dtype=np.intp)
-                    self._move(
-                        snap,
-                        all_rows,
-                        all_pods,
-                        all_charges,
-                        all_amounts,
-                        all_nonzero,
-                        all_keys,
-                        f,
-                        -1,
-                    )
+                    move(f, -1)
                     back[f] = False
                 k += 1
             out = []
@@ -573,10 +559,7 @@ class DefaultPreemption(PostFilterPlugin):
             return out
         finally:
             # Put back everything that is out: what the reprieve did not restore.
-            rest = np.flatnonzero(~back)
-            self._move(
-                snap, all_rows, all_pods, all_charges, all_amounts, all_nonzero, all_keys, rest, +1
-            )
+            move(np.flatnonzero(~back), +1)
 
     @staticmethod
     def _move(
