@@ -180,6 +180,15 @@ def check_node(node: Node) -> None:
             )
 
 
+class ImageIndex(dict[str, dict[int, int]]):
+    """Image name -> row -> size in bytes, with a version that moves on every
+    change to it (a node's images set or cleared): readers may keep what they
+    derive from it (ImageLocality's largest size per image) while the version
+    holds. The cache's table and its snapshot share one index."""
+
+    version: int = 0
+
+
 def pod_charge(pod: Pod, isolated: IsolatedCPU) -> Charge:
     res = dict(pod.requests)
     res[PODS] = 1
@@ -231,7 +240,7 @@ class NodeTable:
         # (protocol, port) -> row -> Counter of host IPs in use.
         self.port_index: dict[tuple[str, int], dict[int, Counter[str]]] = {}
         # image name -> row -> size in bytes.
-        self.image_index: dict[str, dict[int, int]] = {}
+        self.image_index = ImageIndex()
         # Per-node counts of the pods each registered matcher matches, kept
         # incrementally by `charge` (topology spread, inter-pod affinity).
         self.counters: dict[PodMatcher, Int64Array] = {}
@@ -391,6 +400,8 @@ class NodeTable:
         for img in node.images:
             for n in img.names:
                 self.image_index.setdefault(n, {})[row] = img.size_bytes
+        if node.images or (old is not None and old.images):
+            self.image_index.version += 1
         self.generation[row] += 1
 
     def clear_row(self, row: int) -> None:
@@ -399,6 +410,8 @@ class NodeTable:
             for img in node.images:
                 for n in img.names:
                     self.image_index.get(n, {}).pop(row, None)
+            if node.images:
+                self.image_index.version += 1
         for pod in list(self.pods[row].values()):
             self._ports(row, pod.host_ports, -1)
         del self.row_of[self.names[row]]

@@ -59,13 +59,13 @@ def get_map(obj: Mapping[str, Any], key: str, prefix: str) -> Mapping[str, Any]:
     v = obj.get(key)
     if v is None:
         return EMPTY
-    if not isinstance(v, Mapping):
+    if v.__class__ is not dict and not isinstance(v, Mapping):  # dict: no ABC check
         raise invalid(prefix + key, v, "must be an object")
     return v
 
 
 def as_map(v: object, path: str) -> Mapping[str, Any]:
-    if not isinstance(v, Mapping):
+    if v.__class__ is not dict and not isinstance(v, Mapping):
         raise invalid(path, v, "must be an object")
     return v
 
@@ -149,7 +149,7 @@ def get_objs(obj: Mapping[str, Any], key: str, prefix: str) -> list[tuple[str, M
     out: list[tuple[str, Mapping[str, Any]]] = []
     for i, item in enumerate(get_list(obj, key, prefix)):
         p = f"{prefix}{key}[{i}]"
-        if not isinstance(item, Mapping):
+        if item.__class__ is not dict and not isinstance(item, Mapping):
             raise invalid(p, item, "must be an object")
         out.append((p + ".", item))
     return out

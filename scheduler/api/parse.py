@@ -804,10 +804,17 @@ class _Seen:
 
 
 def _meta_view(md: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(
-        dict(v) if isinstance(v, Mapping) else list(v) if isinstance(v, list) else v
-        for v in (md.get(k) for k in POD_META_KEYS)
-    )
+    out: list[Any] = []
+    for k in POD_META_KEYS:
+        v = md.get(k)
+        c = v.__class__
+        if c is str or v is None:  # most of them: kept as they are, no ABC check
+            out.append(v)
+        elif c is dict or isinstance(v, Mapping):
+            out.append(dict(v))
+        else:
+            out.append(list(v) if isinstance(v, list) else v)
+    return tuple(out)
 
 
 class PodParser:

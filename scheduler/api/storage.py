@@ -312,6 +312,23 @@ def _volume(pod_name: str, item: Mapping[str, Any], p: str) -> PodVolume:
     return PodVolume(name)
 
 
+# The volume sources `_volume` reads; an entry with none of them (a projected
+# service-account token, a configMap, an emptyDir...) is left out by
+# `_pod_volumes` unread.
+_SCHEDULING_SOURCES: Final = frozenset(
+    (
+        "persistentVolumeClaim",
+        "ephemeral",
+        "gcePersistentDisk",
+        "awsElasticBlockStore",
+        "azureDisk",
+        "cinder",
+        "rbd",
+        "iscsi",
+    )
+)
+
+
 class _LastPodVolumes:
     """pod_volumes' answer for the last Pod view asked about: four PreFilter
     plugins ask in turn in every cycle. Views are immutable and a pod's volumes
@@ -338,8 +355,8 @@ def _pod_volumes(pod: Pod) -> tuple[PodVolume, ...]:
         return ()
     out: list[PodVolume] = []
     for i, item in enumerate(vols):
-        if not isinstance(item, Mapping):
-            continue
+        if not isinstance(item, Mapping) or item.keys().isdisjoint(_SCHEDULING_SOURCES):
+            continue  # projected, configMap, secret, emptyDir...: `_volume` keeps none
         try:
             v = _volume(pod.name, item, f"spec.volumes[{i}].")
         except ParseError:

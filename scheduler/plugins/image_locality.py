@@ -38,7 +38,7 @@ from scheduler.framework.interface import (
     ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Status
-from scheduler.snapshot import NodeTable
+from scheduler.snapshot import ImageIndex, NodeTable
 
 MB: Final = 1024 * 1024
 MIN_THRESHOLD: Final = 23 * MB
@@ -93,6 +93,8 @@ def _scaled(sizes: Int64Array, spread: float) -> Int64Array:
 class _Images:
     present: tuple[str, ...]  # the pod's images some node has (repeats kept)
     num_containers: int
+    # No node can sum above MIN_THRESHOLD: every score is 0 (see `_all_zero`).
+    all_zero: bool = False
 
 
 # An image on more nodes than this is read through a per-image row cache
@@ -123,6 +125,8 @@ class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
 
     def __init__(self) -> None:
         self._rows: OrderedDict[str, _ImageRows] = OrderedDict()
+        # image -> (index, its version, the largest size of the image on any row)
+        self._largest: dict[str, tuple[ImageIndex, int, int]] = {}
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
         images, num_containers = pod_images(pod)
@@ -130,11 +134,38 @@ class ImageLocality(NoArgs, PreScorePlugin, ScorePlugin):
         present = tuple(i for i in images if index.get(i))
         if not present:
             return SKIP
-        state.write(_STATE_KEY, _Images(present, num_containers))
+        state.write(_STATE_KEY, _Images(present, num_containers, self._all_zero(nodes, present)))
         return SUCCESS
+
+    def _all_zero(self, nodes: NodeTable, present: tuple[str, ...]) -> bool:
+        """Whether no row can sum above MIN_THRESHOLD (so all score 0): each
+        image's scaled score is monotonic in its size, so no row's sum exceeds
+        the sum of every image's largest size scaled. Small images everywhere
+        (pause, a sidecar) then cost no arrays at all."""
+        index = nodes.image_index
+        total_nodes = nodes.num_nodes
+        bound = 0
+        for image in present:
+            by_row = index[image]
+            known = self._largest.get(image)
+            if known is not None and known[0] is index and known[1] == index.version:
+                largest = known[2]
+            else:
+                largest = max(by_row.values())
+                self._largest[image] = (index, index.version, largest)
+                if len(self._largest) > 4 * _CACHE_MAX:
+                    del self._largest[next(iter(self._largest))]
+            # scaledImageScore as in `score`: int64(float64(size) * spread)
+            bound += max(0, int(float(largest) * (len(by_row) / total_nodes)))
+            if bound > MIN_THRESHOLD:
+                return False
+        return True
 
     def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
         s = state.read(_STATE_KEY, _Images)
+        if s.all_zero:
+            zero: Int64Array = np.zeros(len(rows), dtype=np.int64)
+            return zero
         total_nodes = nodes.num_nodes
         sums: Int64Array = np.zeros(nodes.capacity, dtype=np.int64)
         touched: list[IntpArray] = []

@@ -222,3 +222,29 @@ def test_widespread_images_follow_table_changes() -> None:
     assert run_score(plugin, p, table) == reference(table, ["base:1", "tool:latest"])
     fresh = ImageLocality.new({}, make_handle())
     assert run_score(fresh, p, table) == run_score(plugin, p, table)
+
+
+def test_small_images_everywhere_score_zero_until_a_node_gets_a_big_one() -> None:
+    # Every node has the pod's images but too small to pass the 23 MiB floor: all
+    # score 0 without arrays (largest size per image, kept while the index's
+    # version holds); a node given a big image, or one removed, is seen at once.
+    table = table_of(
+        [image_node(f"n{i}", (["pause:3"], MB), (["app:1"], 20 * MB)) for i in range(300)]
+    )
+    plugin = ImageLocality.new({}, make_handle())
+    p = pod("pause:3", "app:1").build()
+    state = CycleState()
+    assert plugin.pre_score(state, p, table, table.valid_rows()).is_success
+    assert plugin._all_zero(table, ("pause:3", "app:1"))
+    assert run_score(plugin, p, table) == reference(table, ["pause:3", "app:1"])
+    assert set(reference(table, ["pause:3", "app:1"]).values()) == {0}
+
+    table.set_node(table.row_of["n7"], image_node("n7", (["app:1"], 4000 * MB)))
+    assert not plugin._all_zero(table, ("pause:3", "app:1"))
+    got = run_score(plugin, p, table)
+    assert got == reference(table, ["pause:3", "app:1"])
+    assert got is not None and got["n7"] > 0
+
+    table.clear_row(table.row_of["n7"])
+    assert plugin._all_zero(table, ("pause:3", "app:1"))
+    assert run_score(plugin, p, table) == reference(table, ["pause:3", "app:1"])
