@@ -105,7 +105,16 @@ class _Bucket:
 
 
 def rfc3339(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """`t` to the second, as Event timestamps are written (the last second's
+    text is kept: a burst of Events formats it once)."""
+    second = int(t // 1)
+    if second != _last_stamp[0]:
+        stamp = datetime.datetime.fromtimestamp(second, datetime.UTC)
+        _last_stamp[:] = [second, stamp.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    return str(_last_stamp[1])
+
+
+_last_stamp: list[Any] = [None, ""]
 
 
 class EventRecorder:

@@ -234,6 +234,10 @@ class LoopHttp:
         self.ssl: ssl.SSLContext | bool = _ssl_context(cfg) if https else True
         self.server_hostname: str | None = cfg.tls_server_name or None
         self._session: aiohttp.ClientSession | None = None
+        # Requests beyond `limit` wait here rather than in aiohttp's connector:
+        # its wait for a free connection (a future per waiter and retries of
+        # the pool) cost binds, hundreds in flight, more than the request.
+        self._slots: asyncio.Semaphore | None = None
 
     def _open(self) -> aiohttp.ClientSession:
         s = self._session
@@ -257,6 +261,7 @@ class LoopHttp:
         status raises the client's ApiException (status, reason, body), as its
         own calls do, so that callers map errors and Lanes retry alike."""
         api = self.api
+        # A new dict per request: update_params_for_auth writes the credentials in.
         headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
         if api.cookie:
             headers["Cookie"] = api.cookie
@@ -265,17 +270,24 @@ class LoopHttp:
         url = self.host + path
         if queries:
             url += "?" + "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in queries)
+        data = _ENCODER.encode(body).encode()
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = asyncio.Semaphore(self.limit)
         try:
-            async with self._open().request(
-                method,
-                yarl.URL(url, encoded=True),  # the path segments are quoted by the caller
-                data=json.dumps(body, separators=(",", ":")).encode(),
-                headers=headers,
-                timeout=_client_timeout(timeout),
-                proxy=self.proxy,
-                proxy_headers=self.proxy_headers,
-                server_hostname=self.server_hostname,
-            ) as r:
+            async with (
+                slots,
+                self._open().request(
+                    method,
+                    yarl.URL(url, encoded=True),  # the path segments are quoted by the caller
+                    data=data,
+                    headers=headers,
+                    timeout=_client_timeout(timeout),
+                    proxy=self.proxy,
+                    proxy_headers=self.proxy_headers,
+                    server_hostname=self.server_hostname,
+                ) as r,
+            ):
                 data = await r.read()
                 status, reason = r.status, r.reason
         except aiohttp.ClientSSLError as e:  # a bad certificate is not transient
@@ -290,6 +302,12 @@ class LoopHttp:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        self._slots = None
+
+
+# Compact JSON; one encoder for every request (json.dumps with arguments makes
+# a new one per call), without the cycle check: the bodies are built here.
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), check_circular=False)
 
 
 @functools.lru_cache(maxsize=8)

@@ -468,10 +468,13 @@ async def run(
     stop: asyncio.Event | None = None,
     kinds: Collection[str] = tuple(WATCHED),
     on_scheduler: Callable[[Scheduler], None] | None = None,
+    on_synced: Callable[[], None] | None = None,
 ) -> int:
     """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
 
-    Leader election, its Lease and timings come from `config.leader_election`."""
+    Leader election, its Lease and timings come from `config.leader_election`.
+    `on_synced` is called once the caches hold the initial lists (`troupe run`
+    sets the garbage collector up for the long run then)."""
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -537,6 +540,8 @@ async def run(
 
     async def sync() -> None:
         count = await initial_sync(kube, scheduler, kinds)
+        if on_synced is not None:
+            on_synced()
         synced.set()
         log.info("%s: caches synced, %d objects", identity, count)
 
