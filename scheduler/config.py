@@ -85,6 +85,7 @@ from typing import Any, Final
 
 import yaml
 
+from scheduler import yaml_block
 from scheduler.api.types import ISOLATED_CPU_RESOURCE
 from scheduler.framework.features import GATES, Features
 from scheduler.framework.interface import (
@@ -1000,7 +1001,12 @@ def _build(text: str) -> list[Any]:
 def _build_counting(text: str) -> tuple[list[Any], int]:
     """load_yaml_documents without the fallback, and how many anchors it met. One
     loop with its state in locals, on purpose: it runs once per event, millions
-    of times for a large cluster."""
+    of times for a large cluster. Plain block style (what kubectl prints) is read
+    a line at a time first (yaml_block), without libyaml's events: it has no
+    anchors."""
+    block = yaml_block.load(text, MAX_YAML_DEPTH)
+    if block is not None:
+        return block, 0
     ctor = yaml.constructor.SafeConstructor()
     docs: list[Any] = []
     # The open collection is (cur, is_list, key: the pending key of a mapping);
