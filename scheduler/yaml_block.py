@@ -20,6 +20,7 @@ same value or the error.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import yaml
@@ -30,6 +31,7 @@ import yaml
 _REFUSED: Final = re.compile(
     "[^\x0a\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
 )
+_ASCII_ACCEPTED: Final = bytes([0x0A, *range(0x20, 0x7F)])
 _IMPLICIT: Final = yaml.resolver.Resolver.yaml_implicit_resolvers
 _SCALARS: Final[dict[Any, Any]] = yaml.constructor.SafeConstructor.yaml_constructors
 _STR_TAG: Final = "tag:yaml.org,2002:str"
@@ -38,6 +40,12 @@ _BOOL_TAG: Final = "tag:yaml.org,2002:bool"
 # What a plain scalar may not start with (YAML's indicators); "-" is allowed
 # when a non-blank follows (`-1`, `--port=80`) and is checked apart.
 _NOT_PLAIN_START: Final = frozenset("?:,[]{}#&*!|>'\"%@`")
+# First characters of the plain keys and values the hot loop takes without
+# further checks: not an indicator, a dash, a dot (`...`, `.: {}`) or a blank.
+_KEY_START: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/$()^+;~"
+)
+_VALUE_START: Final = _KEY_START | frozenset(".")
 # A one-line double-quoted scalar.
 _DOUBLE: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
 _FAST_LOADER: Final[type] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -50,7 +58,10 @@ class _Other(Exception):
 def load(text: str, max_depth: int) -> list[Any] | None:
     """Every document of `text` as SafeLoader builds them, or None if the text is
     not plain block style (the caller parses it the general way)."""
-    if _REFUSED.search(text) is not None:
+    if text.isascii():  # a byte string's translate is ten times a regular expression's speed
+        if text.encode("ascii").translate(None, _ASCII_ACCEPTED):
+            return None
+    elif _REFUSED.search(text) is not None:
         return None
     try:
         return _load(text, max_depth)
@@ -78,7 +89,11 @@ def _resolve(text: str) -> Any:
 
 
 def _load(text: str, max_depth: int) -> list[Any]:
-    lines = text.split("\n")
+    # By chunks of lines, not all at once: the lines are dropped as they are
+    # read, and their memory serves the next chunk's (touching fresh memory for
+    # a million line strings costs more than splitting them).
+    more = _chunks(text).__next__
+    lines: list[str] = more()
     n = len(lines)
     docs: list[Any] = []
     # Plain scalars resolve to immutable values: each text once, then a lookup.
@@ -95,14 +110,46 @@ def _load(text: str, max_depth: int) -> list[Any]:
     pend_col = -1
     in_doc = False
     marker = False  # a `---` line and no content since
+    key_start, value_start = _KEY_START, _VALUE_START
+    # The innermost open collection (stack[-1]) unpacked; column -1 before any.
+    top_col, is_seq = -1, False
+    cur: Any = None
     i = 0
-    while i < n:
+    while True:
+        if i >= n:
+            try:
+                lines = more()
+            except StopIteration:
+                break
+            i, n = 0, len(lines)
+            continue
         line = lines[i]
         i += 1
         body = line.lstrip(" ")
+        col = len(line) - len(body)
+        if col == top_col and not is_seq and pend is None and body and body[0] in key_start:
+            # Most lines: the next "key: value" of the open mapping, both plain.
+            k, sep, v = body.partition(": ")
+            if (
+                sep
+                and v
+                and v[0] in value_start
+                and v[-1] != " "
+                and k[-1] != " "
+                and v[-1] != ":"
+                and ": " not in v
+                and " #" not in body
+            ):
+                key = plain.get(k, plain)
+                if key is plain:
+                    key = plain[k] = _resolve(k) if k[0] in implicit else k
+                value = plain.get(v, plain)
+                if value is plain:
+                    value = plain[v] = _resolve(v) if v[0] in implicit else v
+                cur[key] = value
+                continue
         if not body or body[0] == "#":
             continue
-        col = len(line) - len(body)
         if col == 0 and (body[:3] == "---" or body[:3] == "..."):
             if body != "---" or marker:
                 raise other  # content after a marker, `...`, an empty document
@@ -110,6 +157,7 @@ def _load(text: str, max_depth: int) -> list[Any]:
                 _put(pend, pend_key, None)
                 pend = None
             stack.clear()
+            top_col, cur, is_seq = -1, None, False
             in_doc, marker = False, True
             continue
         dash = body[0] == "-" and (len(body) == 1 or body[1] == " ")
@@ -119,6 +167,7 @@ def _load(text: str, max_depth: int) -> list[Any]:
             root: Any = [] if dash else {}
             docs.append(root)
             stack.append((0, root, dash))
+            top_col, cur, is_seq = 0, root, dash
             in_doc, marker = True, False
         elif pend is not None:
             if col > pend_col or (dash and col == pend_col and pend_key is not None):
@@ -127,10 +176,10 @@ def _load(text: str, max_depth: int) -> list[Any]:
                 if len(stack) >= max_depth - 1:
                     raise other
                 stack.append((col, child, dash))
+                top_col, cur, is_seq = col, child, dash
             else:
                 _put(pend, pend_key, None)
             pend = None
-        top_col, cur, is_seq = stack[-1]
         while top_col > col or (top_col == col and is_seq and not dash):
             stack.pop()
             if not stack:
@@ -161,13 +210,14 @@ def _load(text: str, max_depth: int) -> list[Any]:
                 child = {}
                 cur.append(child)
             else:
-                value, i = _value(body, lines, i, dash_col, plain, implicit)
+                value, i = _value(body, lines, i, dash_col, plain, implicit, more)
+                n = len(lines)  # a block scalar may have read the next chunk
                 cur.append(value)
                 break
             if len(stack) >= max_depth - 1:
                 raise other
             stack.append((col, child, dash))
-            cur, is_seq = child, dash
+            top_col, cur, is_seq = col, child, dash
         else:
             # A mapping entry: "key: value" or "key:".
             if dash:
@@ -194,7 +244,8 @@ def _load(text: str, max_depth: int) -> list[Any]:
             if not rest:
                 pend, pend_key, pend_col = cur, key, col
                 continue
-            value, i = _value(rest, lines, i, col, plain, implicit)
+            value, i = _value(rest, lines, i, col, plain, implicit, more)
+            n = len(lines)
             cur[key] = value
             continue
     if marker:
@@ -261,8 +312,26 @@ def _double(text: str) -> str:
     return value
 
 
+def _chunks(text: str, size: int = 1 << 20) -> Iterator[list[str]]:
+    """text.split("\n") in parts of about `size` characters: together, the same list."""
+    pos, n = 0, len(text)
+    while True:
+        end = text.find("\n", pos + size) if pos + size < n else -1
+        if end == -1:
+            yield text[pos:].split("\n")
+            return
+        yield text[pos:end].split("\n")
+        pos = end + 1
+
+
 def _value(
-    text: str, lines: list[str], i: int, parent_col: int, plain: dict[str, Any], implicit: Any
+    text: str,
+    lines: list[str],
+    i: int,
+    parent_col: int,
+    plain: dict[str, Any],
+    implicit: Any,
+    more: Callable[[], list[str]],
 ) -> tuple[Any, int]:
     """The scalar (or empty collection) `text` is, and the index of the next line
     (past a block scalar's lines)."""
@@ -284,7 +353,7 @@ def _value(
             return [], i
         raise _Other
     if c == "|":
-        return _literal(text, lines, i, parent_col)
+        return _literal(text, lines, i, parent_col, more)
     if c in _NOT_PLAIN_START or (c == "-" and (len(text) == 1 or text[1] == " ")):
         raise _Other
     if ": " in text or " #" in text or text[-1] == ":":
@@ -295,35 +364,47 @@ def _value(
     return value, i
 
 
-def _literal(header: str, lines: list[str], i: int, parent_col: int) -> tuple[str, int]:
-    """A `|` or `|-` block scalar whose lines start at lines[i]."""
+def _literal(
+    header: str, lines: list[str], i: int, parent_col: int, more: Callable[[], list[str]]
+) -> tuple[str, int]:
+    """A `|` or `|-` block scalar whose lines start at lines[i]; `lines` grows by
+    the next chunk (more()) when the block reaches its end."""
     if header == "|":
         keep_last = True
     elif header == "|-":
         keep_last = False
     else:
         raise _Other  # folded, kept, indentation indicator, comment
-    first = lines[i] if i < len(lines) else ""
-    indent = len(first) - len(first.lstrip(" "))
-    if not first.strip(" ") or indent <= parent_col:
-        raise _Other  # leading blank lines, an empty block: libyaml decides
     out: list[str] = []
-    n = len(lines)
+    indent = -1
     j = i
     last = -1  # the block's last line with content
-    while j < n:
+    while True:
+        if j == len(lines):
+            try:
+                lines.extend(more())
+            except StopIteration:
+                break
+            continue
         ln = lines[j]
         if ln:
             body = ln.lstrip(" ")
             if not body:
                 raise _Other  # a line of spaces only
-            if len(ln) - len(body) < indent:
+            col = len(ln) - len(body)
+            if indent == -1:
+                if j != i or col <= parent_col:
+                    raise _Other  # leading blank lines, an empty block: libyaml decides
+                indent = col
+            elif col < indent:
                 break
             last = j
+        elif indent == -1:
+            raise _Other
         out.append(ln[indent:])
         j += 1
-    if last == n - 1:
-        raise _Other  # no line break after the last line: libyaml decides
+    if indent == -1 or (j == len(lines) and last == j - 1):
+        raise _Other  # an empty block; no line break after the last line
     del out[last + 1 - i :]
     text = "\n".join(out)
     return (text + "\n" if keep_last else text), j

@@ -101,7 +101,12 @@ def _cuts(text: str, start: int, end: int, marker: str, n: int) -> list[int]:
 
 
 def _load_in_parts(text: str, n: int) -> list[Any] | None:
-    if "\ufeff" in text[1:] or _line(text, "...", 0) != -1 or "\n%" in text or text[:1] == "%":
+    if (
+        text.find("\ufeff", 1) != -1
+        or _line(text, "...", 0) != -1
+        or "\n%" in text
+        or text[:1] == "%"
+    ):
         return None
     if _line(text, "---", 1) != -1:  # several documents
         cuts = _cuts(text, 0, len(text), "---", n)

@@ -3,6 +3,7 @@ and anything else is left to libyaml (None), never read differently."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +254,17 @@ def test_block_style_dumps_take_the_fast_path(value: dict[str, Any]) -> None:
 )
 def test_line_soup_never_reads_differently(lines: list[tuple[int, str]]) -> None:
     _agrees("".join(" " * n + s + "\n" for n, s in lines))
+
+
+def test_lines_are_read_in_chunks_as_one_text() -> None:
+    text = "".join(f"k{i}: v{i}\n" for i in range(200_000))  # several chunks
+    assert list(itertools.chain.from_iterable(yaml_block._chunks(text))) == text.split("\n")
+    got = _agrees(text)
+    assert got is not None and len(got[0]) == 200_000
+
+
+@pytest.mark.parametrize("size", [10, 1 << 20, (1 << 20) + 5])
+def test_literal_block_across_chunks(size: int) -> None:
+    body = "".join(f"  line {i}\n" for i in range(size // 10 + 1))
+    for text in (f"a: 1\nb: |\n{body}c: 2\n", f"a: |-\n{body}\n\n", f"- |\n{body}"):
+        assert _agrees(text) is not None
