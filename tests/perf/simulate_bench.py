@@ -6,7 +6,9 @@ cluster of 5000 nodes with 1000 running pods, plus 10000 pending pods
 directory). Each run is a fresh `troupe simulate --timings` process; we report
 its wall time, pods/s (pending pods / wall time, process start-up and imports
 included), the CPU time it used, and the split it prints: reading (file read,
-UTF-8, parse, checks), scheduling, output.
+UTF-8, parse, checks), scheduling, output. `make bench` compiles Troupe's
+bytecode first, as `pip install` does (with PYTHONDONTWRITEBYTECODE set, an
+editable install would otherwise compile every module in every run: ~0.3 s).
 
     python -m tests.perf.simulate_bench [--runs 2] [--format yaml --format json]
 """
