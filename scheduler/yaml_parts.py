@@ -26,15 +26,10 @@ order mark past the start, a List document whose rest does not have exactly
 from __future__ import annotations
 
 import itertools
-import marshal
-import multiprocessing
-import os
-import pickle
 import re
-import signal
-import threading
 from typing import Any, Final
 
+from scheduler import forked
 from scheduler.config import load_yaml_documents, yaml_part_documents
 
 # Below this a stream is parsed in one piece: forking costs more than it saves.
@@ -61,28 +56,15 @@ def _line(text: str, marker: str, start: int, end: int | None = None) -> int:
     return -1
 
 
-def workers() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def load(text: str, parts: int | None = None) -> list[Any]:
     """Every document of the stream, as load_yaml_documents(text) gives them."""
-    n = workers() if parts is None else parts
+    n = forked.workers() if parts is None else parts
     n = min(n, len(text) // MIN_PART_CHARS) if parts is None else n
-    if n >= 2 and _can_fork():
+    if n >= 2 and forked.can_fork():
         got = _load_in_parts(text, n)
         if got is not None:
             return got
     return load_yaml_documents(text)
-
-
-def _can_fork() -> bool:
-    # Forking a process that runs other threads can copy a held lock.
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
 def _cuts(text: str, start: int, end: int, marker: str, n: int) -> list[int]:
@@ -170,67 +152,4 @@ def _items_line(text: str) -> int:
 
 
 def _parse_all(texts: list[str]) -> list[list[Any]] | None:
-    """Each text's documents (the first here, the others in forked children), or
-    None as soon as one part cannot be used.
-
-    A child has its text already (fork copies nothing until written), parses it
-    and writes the documents back through a pipe, marshalled when they can be
-    (plain dicts, lists, strings and numbers: several times cheaper than a
-    pickle) and pickled otherwise (a datetime from an unquoted timestamp). No
-    executor: sending each child its part would cost a pickle of megabytes of
-    text, and the executor's threads would take the GIL from this parse."""
-    children: list[tuple[int, int]] = []
-    try:
-        for t in texts[1:]:
-            children.append(_fork_part(t))
-        first = yaml_part_documents(texts[0])
-        if first is None:
-            return None
-        out = [first]
-        while children:
-            pid, fd = children.pop(0)
-            with os.fdopen(fd, "rb") as f:
-                data = f.read()
-            os.waitpid(pid, 0)
-            if data[:1] == b"M":
-                out.append(marshal.loads(memoryview(data)[1:]))
-            elif data[:1] == b"P":
-                out.append(pickle.loads(memoryview(data)[1:]))
-            else:
-                return None
-        return out
-    finally:
-        for pid, fd in children:  # not read: an error, or an unusable part
-            os.close(fd)
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-
-
-def _fork_part(text: str) -> tuple[int, int]:
-    """A child parsing `text`: its pid and the pipe to read its result from."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into the caller's code
-        code = 1
-        try:
-            os.close(r)
-            data = _part_bytes(text)
-            with os.fdopen(w, "wb") as f:
-                f.write(data)
-            code = 0
-        except BaseException:  # the parent reads an empty result and parses it all
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
-    return pid, r
-
-
-def _part_bytes(text: str) -> bytes:
-    docs = yaml_part_documents(text)
-    if docs is None:
-        return b"N"
-    try:
-        return b"M" + marshal.dumps(docs)
-    except ValueError:
-        return b"P" + pickle.dumps(docs, protocol=pickle.HIGHEST_PROTOCOL)
+    return forked.parse_all(texts, yaml_part_documents)
