@@ -915,11 +915,7 @@ class BoundedLoader(yaml.SafeLoader):
 # alias expansion in the same loop, at the same bounds as BoundedLoader, with the
 # pure-Python parser too when libyaml is missing.
 FAST_PARSER: Final[type] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_IMPLICIT: Final = yaml.resolver.Resolver.yaml_implicit_resolvers
 _SCALARS: Final[dict[Any, Any]] = yaml.constructor.SafeConstructor.yaml_constructors
-_STR_TAG: Final = "tag:yaml.org,2002:str"
-_NULL_TAG: Final = "tag:yaml.org,2002:null"
-_BOOL_TAG: Final = "tag:yaml.org,2002:bool"
 _MERGE_TAG: Final = "tag:yaml.org,2002:merge"
 _PLAIN_COLLECTION_TAGS: Final = (
     None,
@@ -946,17 +942,9 @@ def _scalar(ctor: yaml.constructor.SafeConstructor, ev: Any) -> Any:
     if tag is None or tag == "!":
         if not ev.implicit[0]:
             return value  # quoted: a string
-        tag = _STR_TAG
-        for t, regexp in _IMPLICIT.get(value[:1] if value else "", ()):
-            if regexp.match(value):
-                tag = t
-                break
-        if tag == _STR_TAG:
-            return value
-        if tag == _NULL_TAG:
-            return None
-        if tag == _BOOL_TAG:
-            return value.lower() in ("yes", "true", "on")
+        plain, tag = yaml_block.resolve_plain(value)
+        if tag is None:
+            return plain
         if tag == _MERGE_TAG:
             raise _Unusual
     node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)

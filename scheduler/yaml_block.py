@@ -69,19 +69,28 @@ def load(text: str, max_depth: int) -> list[Any] | None:
         return None
 
 
-def _resolve(text: str) -> Any:
-    """A plain scalar as SafeLoader constructs it."""
+def resolve_plain(text: str) -> tuple[Any, str | None]:
+    """A plain scalar as SafeLoader resolves it: (its value, None) for a string,
+    null or a boolean; (None, its tag) for the caller to construct otherwise."""
     tag = _STR_TAG
     for t, regexp in _IMPLICIT.get(text[:1] if text else "", ()):
         if regexp.match(text):
             tag = t
             break
     if tag == _STR_TAG:
-        return text
+        return text, None
     if tag == _NULL_TAG:
-        return None
+        return None, None
     if tag == _BOOL_TAG:
-        return text.lower() in ("yes", "true", "on")
+        return text.lower() in ("yes", "true", "on"), None
+    return None, tag
+
+
+def _resolve(text: str) -> Any:
+    """A plain scalar as SafeLoader constructs it."""
+    value, tag = resolve_plain(text)
+    if tag is None:
+        return value
     construct = _SCALARS.get(tag)
     if construct is None:  # `=`, `<<`: SafeLoader's errors, or merge keys
         raise _Other
