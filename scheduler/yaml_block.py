@@ -46,6 +46,8 @@ _KEY_START: Final = frozenset(
     "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/$()^+;~"
 )
 _VALUE_START: Final = _KEY_START | frozenset(".")
+# YAML's bound on an implicit key: its text, quotes included, up to the `:`.
+_MAX_KEY: Final = 1024
 # A one-line double-quoted scalar.
 _DOUBLE: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
 _FAST_LOADER: Final[type] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -148,6 +150,7 @@ def _load(text: str, max_depth: int) -> list[Any]:
                 and v[-1] != ":"
                 and ": " not in v
                 and " #" not in body
+                and len(k) <= _MAX_KEY
             ):
                 key = plain.get(k, plain)
                 if key is plain:
@@ -244,7 +247,7 @@ def _load(text: str, max_depth: int) -> list[Any]:
                     ktext, rest = body[:at], body[at + 2 :]
                 if c in _NOT_PLAIN_START or (c == "-" and len(ktext) > 1 and ktext[1] == " "):
                     raise other
-                if " #" in ktext or ktext[-1] == " " or ktext == "-":
+                if " #" in ktext or ktext[-1] == " " or ktext == "-" or len(ktext) > _MAX_KEY:
                     raise other
                 key = plain.get(ktext, plain)
                 if key is plain:
@@ -303,6 +306,8 @@ def _quoted_key(body: str) -> tuple[str, str]:
             raise _Other
         end = m.end() - 1
         key = _double(body[: end + 1])
+    if end + 1 > _MAX_KEY:
+        raise _Other
     after = body[end + 1 :]
     if after == ":":
         return key, ""

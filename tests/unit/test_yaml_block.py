@@ -145,6 +145,22 @@ def test_left_to_libyaml(text: str) -> None:
     assert repr(got) == repr(want)
 
 
+@pytest.mark.parametrize("length", [1023, 1024, 1025, 1100])
+def test_key_length_bound_as_libyaml_path(length: int) -> None:
+    # YAML's implicit keys end within 1024 characters of their start
+    k = "k" * length
+    for text in (
+        f"{k}: v\n",
+        f"'{k[2:]}': v\n",
+        f'"{k[2:]}": v\n',
+        f"- {k}: v\n",
+        f"a:\n  {k}: v\n",
+        f"a:\n  {k}:\n",
+    ):
+        got = _agrees(text)
+        assert (got is not None) == (length <= 1024), text[:40]
+
+
 def test_depth_bound_as_libyaml_path() -> None:
     inside = "- " * (MAX_YAML_DEPTH - 1) + "x\n"
     assert _agrees(inside) is not None
