@@ -284,3 +284,18 @@ def test_literal_block_across_chunks(size: int) -> None:
     body = "".join(f"  line {i}\n" for i in range(size // 10 + 1))
     for text in (f"a: 1\nb: |\n{body}c: 2\n", f"a: |-\n{body}\n\n", f"- |\n{body}"):
         assert _agrees(text) is not None
+
+
+def test_repeated_lines_read_as_the_first_time() -> None:
+    # Mapping entries are remembered by their whole line; each repeat still gets
+    # its own empty collections, and a remembered line in another state (after a
+    # pending key, in a sequence) is read the long way.
+    block = "  b: 1\n  c: {}\n  l: []\n  d:\n    e: 'x'\n"
+    text = f"a:\n{block}f:\n{block}g:\n  b: 1\nh:\n- b: 1\n  c: {{}}\n"
+    got = _agrees(text)
+    assert got is not None
+    doc = got[0]
+    assert doc["a"] == doc["f"] == {"b": 1, "c": {}, "l": [], "d": {"e": "x"}}
+    assert doc["a"]["c"] is not doc["f"]["c"] and doc["a"]["l"] is not doc["f"]["l"]
+    assert doc["a"]["d"] is not doc["f"]["d"]
+    assert doc["h"] == [{"b": 1, "c": {}}]
