@@ -1,20 +1,22 @@
 """Block-style YAML as kubectl and PyYAML print it, read a line at a time.
 
 `kubectl get -o yaml` prints one style only: block mappings and sequences, one
-key or item a line, scalars plain or quoted on one line, `{}` and `[]` for
-empty collections, `|` for text with line breaks. libyaml's parser hands
-PyYAML an event object and two marks for every node of that (about 1.2 µs
-each: 4.3 s for a 36 MiB dump, 4.7 s with the objects built); this reads the
-same text by lines and builds the objects in 1.8-2.3 s.
+key or item a line, scalars plain or single-quoted (folded over more lines past
+80 columns), `{}` and `[]` for empty collections, `|` for text with line
+breaks. libyaml's parser hands PyYAML an event object and two marks for every
+node of that (about 1.2 µs each: 4.3 s for a 36 MiB dump, 4.7 s with the
+objects built); this reads the same text by lines and builds the objects in
+1.4-2.3 s.
 
 It is a fast path, not a parser: `load` gives exactly what SafeLoader builds
 (the same scalar resolution: plain `true`, `1`, `~`, timestamps...) or None as
-soon as a line is anything else (a flow collection with content, a scalar over
-several lines, an anchor, alias or tag, a comment after a value, a folded or
-indented block scalar, a tab, a carriage return, a byte order mark, a
-character YAML does not accept, a directive, a `...` marker, nesting deeper
-than the bound); the caller then parses the text with libyaml, which gives the
-same value or the error.
+soon as a line is anything else (a flow collection with content, a
+double-quoted scalar over several lines, a scalar's continuation that starts
+with an indicator, an anchor, alias or tag, a comment after a value, a folded
+or indented block scalar, a tab, a carriage return, a byte order mark, a
+character YAML does not accept, a directive, a `...` marker, an implicit key
+past 1024 characters, nesting deeper than the bound); the caller then parses
+the text with libyaml, which gives the same value or the error.
 """
 
 from __future__ import annotations
@@ -132,11 +134,12 @@ def _load(text: str, max_depth: int) -> list[Any]:
     # The innermost open collection (stack[-1]) unpacked; column -1 before any.
     top_col, is_seq = -1, False
     cur: Any = None
+    before: list[str] = []  # the chunk before `lines`
     i = 0
     while True:
         if i >= n:
             try:
-                lines = more()
+                lines, before = more(), lines
             except StopIteration:
                 break
             i, n = 0, len(lines)
@@ -218,7 +221,11 @@ def _load(text: str, max_depth: int) -> list[Any]:
                 raise other
             top_col, cur, is_seq = stack[-1]
         if top_col != col:
-            raise other
+            # More indented than the innermost collection: the rest of the plain
+            # scalar the line before began (kubectl folds long text at 80 columns).
+            i = _plain_lines(lines, before, i, top_col, is_seq, cur, more)
+            n = len(lines)
+            continue
         # Sequence items: "- x", "- - x", "- key: value".
         line_entry = not is_seq  # the line is a mapping entry, whole
         while is_seq:
@@ -280,10 +287,10 @@ def _load(text: str, max_depth: int) -> list[Any]:
                     entries[line] = (col, key, None, _PENDING)
                 pend, pend_key, pend_col = cur, key, col
                 continue
-            before = i
+            was = i
             value, i = _value(rest, lines, i, col, plain, implicit, more)
             n = len(lines)
-            if remember and i == before:  # not a block scalar
+            if remember and i == was:  # one line: not a block or folded scalar
                 cls = value.__class__
                 kind = _EMPTY_MAP if cls is dict else _EMPTY_LIST if cls is list else _SCALAR
                 entries[line] = (col, key, value if kind == _SCALAR else None, kind)
@@ -381,10 +388,12 @@ def _value(
     text = text.rstrip(" ")
     c = text[0]
     if c == "'":
-        inner = text[1:-1]
-        if len(text) < 2 or text[-1] != "'" or "'" in inner.replace("''", ""):
-            raise _Other
-        return inner.replace("''", "'"), i
+        end = _closing(text, 1)
+        if end == -1:  # the scalar goes on over the next lines
+            return _quoted_lines(text[1:], lines, i, parent_col, more)
+        if end != len(text) - 1:
+            raise _Other  # a comment or more after the closing quote
+        return text[1:-1].replace("''", "'"), i
     if c == '"':
         if _DOUBLE.fullmatch(text) is None:
             raise _Other
@@ -405,6 +414,149 @@ def _value(
     if value is plain:
         value = plain[text] = _resolve(text) if c in implicit else text
     return value, i
+
+
+def _closing(text: str, start: int) -> int:
+    """The offset of the single quote that closes a single-quoted scalar whose
+    text goes on at `start` (`''` is a quote inside it), or -1 if none does."""
+    j = text.find("'", start)
+    while j != -1 and text[j + 1 : j + 2] == "'":
+        j = text.find("'", j + 2)
+    return j
+
+
+def _next_line(lines: list[str], j: int, more: Callable[[], list[str]]) -> str | None:
+    """lines[j], reading the next chunk into `lines` if need be; None at the end."""
+    while j >= len(lines):
+        try:
+            lines.extend(more())
+        except StopIteration:
+            return None
+    return lines[j]
+
+
+def _fold(first: str, rest: list[tuple[int, str]], strip_last: bool) -> str:
+    """YAML's line folding of a scalar written over several lines: `first`, then
+    each further line's text after the blank lines before it. One line break
+    becomes a space, n blank lines become n line breaks; the spaces around a
+    break go, except (`strip_last` False) before a quoted scalar's closing quote."""
+    out = [first.rstrip(" ")]
+    last = len(rest) - 1
+    for k, (blanks, text) in enumerate(rest):
+        out.append("\n" * blanks if blanks else " ")
+        out.append(text.rstrip(" ") if strip_last or k != last else text)
+    return "".join(out)
+
+
+def _quoted_lines(
+    first: str, lines: list[str], i: int, parent_col: int, more: Callable[[], list[str]]
+) -> tuple[str, int]:
+    """A single-quoted scalar opened on the line before lines[i] (`first`: its text
+    after the quote there) and closed on a further line, each more indented
+    than the collection it is in; and the index of the line after it."""
+    rest: list[tuple[int, str]] = []
+    blanks = 0
+    j = i
+    while True:
+        ln = _next_line(lines, j, more)
+        if ln is None:
+            raise _Other  # the stream ends inside the quotes: libyaml says so
+        j += 1
+        body = ln.lstrip(" ")
+        if not body:
+            blanks += 1
+            continue
+        if len(ln) - len(body) <= parent_col:
+            raise _Other
+        end = _closing(body, 0)
+        if end == -1:
+            rest.append((blanks, body))
+            blanks = 0
+            continue
+        if body[end + 1 :].strip(" "):
+            raise _Other
+        rest.append((blanks, body[:end]))
+        break
+    text = _fold(first, rest, strip_last=False)
+    return text.replace("''", "'"), j
+
+
+def _plain_lines(
+    lines: list[str],
+    before: list[str],
+    i: int,
+    top_col: int,
+    is_seq: bool,
+    cur: Any,
+    more: Callable[[], list[str]],
+) -> int:
+    """A plain scalar folded over lines: lines[i - 1] is more indented than the
+    innermost collection (at `top_col`), so it goes on with the scalar the line
+    before it began, the last value of `cur`. That value becomes the whole
+    scalar; gives the index of the first line after it."""
+    # The line the scalar began on: the one before, blank lines aside.
+    src, k = lines, i - 2
+    skipped = 0  # blank lines between it and lines[i - 1]: line breaks in the value
+    while k < 0 or not src[k].strip(" "):
+        if k >= 0:
+            k -= 1
+            skipped += 1
+        elif src is lines and before:
+            src, k = before, len(before) - 1
+        else:
+            raise _Other
+    start = src[k]
+    body = start.lstrip(" ")
+    col = len(start) - len(body)
+    while col < top_col and body[:2] == "- ":  # "- key: ..." opened the mapping
+        content = body[2:].lstrip(" ")
+        col += len(body) - len(content)
+        body = content
+    if col != top_col:
+        raise _Other
+    if is_seq:
+        if body[:2] != "- ":
+            raise _Other
+        first = body[2:].lstrip(" ")
+    else:
+        if body[0] in "'\"":
+            raise _Other
+        at = body.find(": ")
+        if at == -1 or not cur or next(reversed(cur)) != _resolve(body[:at]):
+            raise _Other
+        first = body[at + 2 :].lstrip(" ")
+    if not first or first[0] in _NOT_PLAIN_START or first[0] == "-":
+        raise _Other  # not a plain scalar: a quoted one, a collection, a block
+    if ": " in first or " #" in first or first.rstrip(" ")[-1] == ":":
+        raise _Other  # a mapping's first entry, a comment
+    rest: list[tuple[int, str]] = []
+    blanks = skipped
+    j = i - 1
+    while True:
+        ln = _next_line(lines, j, more)
+        if ln is None:
+            break
+        body = ln.lstrip(" ")
+        if not body:
+            blanks += 1
+            j += 1
+            continue
+        if len(ln) - len(body) <= top_col:
+            break
+        if body[0] in _NOT_PLAIN_START or body[0] == "-":
+            raise _Other  # a comment, an indicator: libyaml decides
+        if ": " in body or " #" in body or body.rstrip(" ")[-1] == ":":
+            raise _Other
+        rest.append((blanks, body))
+        blanks = 0
+        j += 1
+    text = _fold(first, rest, strip_last=True)
+    value = _resolve(text)
+    if is_seq:
+        cur[-1] = value
+    else:
+        cur[next(reversed(cur))] = value
+    return j
 
 
 def _literal(

@@ -82,6 +82,19 @@ READ = [
     pytest.param("# only a comment\n", id="only-comment"),
     pytest.param("a: é ü 中 🙂\n", id="unicode"),
     pytest.param("a:\nb:\n", id="nulls"),
+    # Text kubectl folds at 80 columns: plain and single-quoted over lines.
+    pytest.param("a: one\n  two\n\n  three\nb: 1\n", id="plain-over-lines"),
+    pytest.param("- one\n  two\n-  three\n    four\n", id="plain-items-over-lines"),
+    pytest.param("a:\n  b: one\n    two\n  c: x\n", id="plain-over-lines-nested"),
+    pytest.param("a: 1\n  2\nb: true\n  x\n", id="plain-over-lines-resolved-whole"),
+    pytest.param("a: 'one: x\n  two  \n\n   three '\nb: 1\n", id="quoted-over-lines"),
+    pytest.param("- 'it''s\n  #not a comment'\n", id="quoted-items-over-lines"),
+    pytest.param(
+        "status:\n  conditions:\n  - message: '0/3 nodes are available: 3 Insufficient cpu."
+        " preemption: 0/3 nodes\n      are available: 3 No preemption victims found for"
+        " incoming pod.'\n    reason: Unschedulable\n",
+        id="kubectl-condition-message",
+    ),
 ]
 
 
@@ -92,9 +105,15 @@ def test_read_by_lines(text: str) -> None:
 
 LEFT_TO_LIBYAML = [
     pytest.param("a: {b: 1}\n", id="flow-mapping"),
+    pytest.param("a: one\n  two: x\n", id="plain-over-lines-with-mapping"),
+    pytest.param("a: one\n  - two\n", id="plain-over-lines-with-dash"),
+    pytest.param("a: one\n  # c\n  two\n", id="plain-over-lines-after-comment"),
+    pytest.param("a: 'one\ntwo'\n", id="quoted-over-lines-not-indented"),
+    pytest.param("a: 'one\n  two' # c\n", id="quoted-over-lines-comment-after"),
+    pytest.param("a: 'one\n  two\n", id="quoted-not-closed"),
+    pytest.param("a: 'one'\n  two\n", id="closed-quote-then-more"),
+    pytest.param("- d: 2\n s'\n", id="more-after-an-item-mapping"),
     pytest.param("a: [1, 2]\n", id="flow-sequence"),
-    pytest.param("a: one\n  two\n", id="plain-over-lines"),
-    pytest.param("a: 'one\n  two'\n", id="quoted-over-lines"),
     pytest.param('a: "one\n  two"\n', id="double-quoted-over-lines"),
     pytest.param("a: &x 1\nb: *x\n", id="anchor"),
     pytest.param("a: !!str 1\n", id="tag"),
