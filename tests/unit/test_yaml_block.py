@@ -294,8 +294,7 @@ def test_line_soup_never_reads_differently(lines: list[tuple[int, str]]) -> None
 def test_lines_are_read_in_chunks_as_one_text() -> None:
     text = "".join(f"k{i}: v{i}\n" for i in range(200_000))  # several chunks
     assert list(itertools.chain.from_iterable(yaml_block._chunks(text))) == text.split("\n")
-    got = _agrees(text)
-    assert got is not None and len(got[0]) == 200_000
+    assert yaml_block.load(text, MAX_YAML_DEPTH) == [{f"k{i}": f"v{i}" for i in range(200_000)}]
 
 
 @pytest.mark.parametrize("size", [10, 1 << 20, (1 << 20) + 5])
