@@ -4,9 +4,10 @@
 items carry everything the API server stores: labels, annotations, uid,
 resourceVersion, managedFields, ownerReferences, full container specs with
 probes, environment and volume mounts, and status with conditions, addresses
-and images. The simulator reads a few fields of each and must still parse all
-the rest, so this is what the intake benchmark feeds it (the templates in
-workloads.py are the minimal objects scheduler_perf uses).
+and images; long text (an annotation, a pending pod's condition message) that
+kubectl folds over lines. The simulator reads a few fields of each and must
+still parse all the rest, so this is what the intake benchmark feeds it (the
+templates in workloads.py are the minimal objects scheduler_perf uses).
 
     python -m tests.perf.sim_input DIR [--nodes 5000] [--running 1000] [--pending 10000]
 
@@ -310,6 +311,21 @@ def pod(i: int, *, running_on: str | None = None) -> dict[str, Any]:
         ],
     }
     status: dict[str, Any] = {"phase": "Pending", "qosClass": "Burstable"}
+    if i % 4 == 0:
+        # A quarter of the pending pods were tried by another scheduler before:
+        # kube-scheduler's condition, whose message kubectl folds over lines.
+        status["conditions"] = [
+            {
+                "lastProbeTime": None,
+                "lastTransitionTime": ts,
+                "message": "0/5000 nodes are available: 1667 node(s) didn't match Pod's node "
+                "affinity/selector, 3333 Insufficient cpu. preemption: 0/5000 nodes are "
+                "available: 5000 No preemption victims found for incoming pod.",
+                "reason": "Unschedulable",
+                "status": "False",
+                "type": "PodScheduled",
+            }
+        ]
     if running_on is not None:
         spec["nodeName"] = running_on
         status = {
@@ -346,6 +362,10 @@ def pod(i: int, *, running_on: str | None = None) -> dict[str, Any]:
                 "kubectl.kubernetes.io/restartedAt": "2024-04-30T12:00:00Z",
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": "8080",
+                # long text with spaces: folded over lines by kubectl, as plain text
+                "example.com/description": f"The {app} tier of the {ns} namespace, owned by "
+                f"team {APPS[(i + 3) % len(APPS)]}, scaled between 3 and 30 replicas by its "
+                "autoscaler, paged at 99.9 percent availability",
             },
             "creationTimestamp": ts,
             "generateName": f"{app}-{rs_hash}-",
