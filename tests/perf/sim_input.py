@@ -4,15 +4,16 @@
 items carry everything the API server stores: labels, annotations, uid,
 resourceVersion, managedFields, ownerReferences, full container specs with
 probes, environment and volume mounts, and status with conditions, addresses
-and images; long text (an annotation, a pending pod's condition message) that
-kubectl folds over lines. The simulator reads a few fields of each and must
-still parse all the rest, so this is what the intake benchmark feeds it (the
-templates in workloads.py are the minimal objects scheduler_perf uses).
+and images. The simulator reads a few fields of each and must still parse all
+the rest, so this is what the intake benchmark feeds it (the templates in
+workloads.py are the minimal objects scheduler_perf uses).
 
     python -m tests.perf.sim_input DIR [--nodes 5000] [--running 1000] [--pending 10000]
 
 writes DIR/cluster.yaml (Nodes and running Pods), DIR/pods.yaml (pending Pods)
-and the same two as .json. Output is deterministic.
+and the same two as .json; and DIR/pods-text.yaml, the pending pods with long
+text that kubectl folds over lines (an annotation; kube-scheduler's condition
+message from an earlier attempt on a quarter of them). Output is deterministic.
 """
 
 from __future__ import annotations
@@ -311,21 +312,6 @@ def pod(i: int, *, running_on: str | None = None) -> dict[str, Any]:
         ],
     }
     status: dict[str, Any] = {"phase": "Pending", "qosClass": "Burstable"}
-    if i % 4 == 0:
-        # A quarter of the pending pods were tried by another scheduler before:
-        # kube-scheduler's condition, whose message kubectl folds over lines.
-        status["conditions"] = [
-            {
-                "lastProbeTime": None,
-                "lastTransitionTime": ts,
-                "message": "0/5000 nodes are available: 1667 node(s) didn't match Pod's node "
-                "affinity/selector, 3333 Insufficient cpu. preemption: 0/5000 nodes are "
-                "available: 5000 No preemption victims found for incoming pod.",
-                "reason": "Unschedulable",
-                "status": "False",
-                "type": "PodScheduled",
-            }
-        ]
     if running_on is not None:
         spec["nodeName"] = running_on
         status = {
@@ -362,10 +348,6 @@ def pod(i: int, *, running_on: str | None = None) -> dict[str, Any]:
                 "kubectl.kubernetes.io/restartedAt": "2024-04-30T12:00:00Z",
                 "prometheus.io/scrape": "true",
                 "prometheus.io/port": "8080",
-                # long text with spaces: folded over lines by kubectl, as plain text
-                "example.com/description": f"The {app} tier of the {ns} namespace, owned by "
-                f"team {APPS[(i + 3) % len(APPS)]}, scaled between 3 and 30 replicas by its "
-                "autoscaler, paged at 99.9 percent availability",
             },
             "creationTimestamp": ts,
             "generateName": f"{app}-{rs_hash}-",
@@ -425,24 +407,53 @@ def cluster(nodes: int, running: int) -> dict[str, Any]:
     return kube_list(items)
 
 
-def pending(n: int) -> dict[str, Any]:
-    return kube_list([pod(i) for i in range(n)])
+def pending(n: int, text: bool = False) -> dict[str, Any]:
+    return kube_list([with_text(pod(i), i) if text else pod(i) for i in range(n)])
+
+
+def with_text(p: dict[str, Any], i: int) -> dict[str, Any]:
+    """Pod i with long text that kubectl folds over lines: an annotation, and on a
+    quarter of the pods kube-scheduler's condition from an earlier attempt."""
+    md, app, ns = p["metadata"], APPS[i % len(APPS)], NAMESPACES[i % len(NAMESPACES)]
+    md["annotations"]["example.com/description"] = (
+        f"The {app} tier of the {ns} namespace, owned by team {APPS[(i + 3) % len(APPS)]}, "
+        "scaled between 3 and 30 replicas by its autoscaler, paged at 99.9 percent availability"
+    )
+    if i % 4 == 0:
+        p["status"]["conditions"] = [
+            {
+                "lastProbeTime": None,
+                "lastTransitionTime": md["creationTimestamp"],
+                "message": "0/5000 nodes are available: 1667 node(s) didn't match Pod's node "
+                "affinity/selector, 3333 Insufficient cpu. preemption: 0/5000 nodes are "
+                "available: 5000 No preemption victims found for incoming pod.",
+                "reason": "Unschedulable",
+                "status": "False",
+                "type": "PodScheduled",
+            }
+        ]
+    return p
 
 
 def write(
     out: Path, nodes: int = 5000, running: int = 1000, pods: int = 10000
 ) -> dict[str, list[Path]]:
-    """Write cluster and pods files, YAML and JSON. Returns {"yaml": [...], "json": [...]}."""
+    """Write cluster and pods files, YAML and JSON, and the pods with long text
+    (pods-text.yaml). Returns {"yaml": [...], "json": [...], "yaml+text": [...]}."""
     out.mkdir(parents=True, exist_ok=True)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    files: dict[str, list[Path]] = {"yaml": [], "json": []}
+    files: dict[str, list[Path]] = {"yaml": [], "json": [], "yaml+text": []}
     for stem, obj in (("cluster", cluster(nodes, running)), ("pods", pending(pods))):
         y, j = out / f"{stem}.yaml", out / f"{stem}.json"
-        with y.open("w") as f:  # as kubectl prints: block style, keys sorted
+        with y.open("w") as f:  # as kubectl prints: block style, keys sorted, 80 columns
             yaml.dump(obj, f, Dumper=dumper, default_flow_style=False, sort_keys=True)
         j.write_text(json.dumps(obj, indent=4, sort_keys=True) + "\n")
         files["yaml"].append(y)
         files["json"].append(j)
+    text = out / "pods-text.yaml"
+    with text.open("w") as f:
+        yaml.dump(pending(pods, text=True), f, Dumper=dumper, default_flow_style=False)
+    files["yaml+text"] = [files["yaml"][0], text]
     return files
 
 
