@@ -519,8 +519,8 @@ def _plain_lines(
             raise _Other
         first = body[2:].lstrip(" ")
     else:
-        if body[0] in "'\"":
-            raise _Other
+        if body[0] in _NOT_PLAIN_START:
+            raise _Other  # a quoted key; a comment line, which a scalar cannot go on after
         at = body.find(": ")
         if at == -1 or not cur or next(reversed(cur)) != _resolve(body[:at]):
             raise _Other
