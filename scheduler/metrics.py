@@ -108,31 +108,42 @@ def run_checks(
 
 # prometheus_client's `labels()` validates its arguments and takes a lock on
 # every call, ~10 us; the scheduler calls it several times per attempt (one
-# histogram per extension point, as kube-scheduler). A child that exists is
-# looked up directly in the parent's dict of children (keyed by the label
-# values as strings; a plain dict read is atomic under the GIL); anything else
-# (a new child, keyword labels, values that are not strings) goes through
-# `labels()` as before. `remove()` and `clear()` edit that same dict.
-def _existing(metric: Any, values: tuple[object, ...]) -> Any:
-    return metric._metrics.get(values)
+# histogram per extension point, as kube-scheduler). Each metric keeps the
+# children it has handed out by the positional label values it was asked with
+# (a plain dict read is atomic under the GIL); anything else (a new child,
+# keyword labels) goes through `labels()`. `remove()` and `clear()` drop the
+# whole cache, so a removed child is never handed out again.
+class _CachedLabels(prometheus_client.metrics.MetricWrapperBase):
+    _children: dict[tuple[object, ...], Any]
 
-
-class Counter(prometheus_client.Counter):
     def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
-        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
-        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
+        if labelkwargs:
+            return super().labels(*labelvalues, **labelkwargs)
+        cache = self.__dict__.setdefault("_children", {})
+        child: Self | None = cache.get(labelvalues)
+        if child is None:
+            child = cache[labelvalues] = super().labels(*labelvalues)
+        return child
+
+    def remove(self, *labelvalues: object) -> None:
+        self.__dict__.pop("_children", None)
+        super().remove(*labelvalues)
+
+    def clear(self) -> None:
+        self.__dict__.pop("_children", None)
+        super().clear()
 
 
-class Gauge(prometheus_client.Gauge):
-    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
-        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
-        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
+class Counter(_CachedLabels, prometheus_client.Counter):
+    pass
 
 
-class Histogram(prometheus_client.Histogram):
-    def labels(self, *labelvalues: object, **labelkwargs: object) -> Self:
-        child: Self | None = None if labelkwargs else _existing(self, labelvalues)
-        return child if child is not None else super().labels(*labelvalues, **labelkwargs)
+class Gauge(_CachedLabels, prometheus_client.Gauge):
+    pass
+
+
+class Histogram(_CachedLabels, prometheus_client.Histogram):
+    pass
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:

@@ -275,13 +275,6 @@ class NodeTable:
             return np.full(self.capacity, NO_VALUE, dtype=np.int32)
         return col
 
-    def label_id(self, key: str, value: str) -> int:
-        """The id of `key=value`, or a value no row holds (-2) if no node has it."""
-        return self.label_ids.get(key, {}).get(value, -2)
-
-    def resource_col(self, name: str) -> int | None:
-        return self.col.get(name)
-
     def match_counts(self, matcher: PodMatcher) -> Int64Array:
         """Per row, how many of its pods `matcher` matches. The first call for a
         matcher counts every pod once; after that `charge` keeps it up to date."""

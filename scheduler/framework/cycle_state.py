@@ -44,10 +44,3 @@ class CycleState:
 
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
-
-    def clone(self) -> CycleState:
-        c = CycleState()
-        c._data = dict(self._data)
-        c.skip_filter = set(self.skip_filter)
-        c.skip_score = set(self.skip_score)
-        return c

@@ -47,11 +47,6 @@ class Status:
         return self.code is Code.WAIT
 
     @property
-    def is_rejected(self) -> bool:
-        """Unschedulable in any of its forms (the pod goes to the unschedulable pool)."""
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
-
-    @property
     def message(self) -> str:
         return ", ".join(self.reasons)
 
