@@ -1,7 +1,7 @@
 """The columnar node table that Filter and Score plugins read.
 
 Nodes are rows of numpy arrays so that a plugin answers for every candidate node
-with a few vectorised operations instead of a Python loop per node (DESIGN.md,
+with a few vectorised operations instead of a Python loop per node (docs/design.md,
 "Plugins see columns"). The cache (`scheduler.cache`) owns one `NodeTable` and
 updates it incrementally as nodes and pods come and go; each scheduling cycle
 reads a `Snapshot`, a second `NodeTable` into which `Cache.update_snapshot`
@@ -65,7 +65,7 @@ K = TypeVar("K")
 
 @dataclass(frozen=True, slots=True)
 class IsolatedCPU:
-    """Where isolated pods are charged (DESIGN.md, "Isolated CPUs")."""
+    """Where isolated pods are charged (docs/design.md, "Isolated CPUs")."""
 
     annotation: str = ISOLATED_CPU_ANNOTATION
     resource: str = ISOLATED_CPU_RESOURCE

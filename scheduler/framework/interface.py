@@ -5,7 +5,7 @@ runtime which points it serves, and enabling it at another point fails at
 start-up), declares `NAME: Final`, and has a `new(args, handle)` classmethod
 that validates its typed arguments (`PluginArgsError` naming the field).
 
-Filter and Score are columnar (DESIGN.md): they receive the node table and the
+Filter and Score are columnar (docs/design.md, "Plugins see columns"): they receive the node table and the
 candidate rows and answer for all rows at once. A plugin that cannot be
 vectorised implements `NodeFilterPlugin` / `NodeScorePlugin` instead, one node at
 a time, and the runtime adapts it.
@@ -356,7 +356,7 @@ class NoArgs:
 def implements(plugin: object, point: str) -> bool:
     """Whether a plugin class (or instance) declares the extension point.
 
-    Plugins say what they are by subclassing the Protocols (STYLE.md), so this
+    Plugins say what they are by subclassing the Protocols (docs/design.md, "Plugins"), so this
     looks at the class hierarchy, not at which methods happen to exist.
     """
     cls = plugin if isinstance(plugin, type) else type(plugin)

@@ -10,7 +10,7 @@ fractions use the actual requests (`useRequested`), not the non-zero scoring
 defaults; a scalar resource the pod does not request is not counted; a pod
 that requests none of the resources (best effort) makes PreScore return SKIP.
 
-Isolated CPUs (DESIGN.md): an isolated pod's `cpu` fraction is taken on the
+Isolated CPUs (docs/design.md, "Isolated CPUs"): an isolated pod's `cpu` fraction is taken on the
 isolated resource (requested isolated + the pod's isolated charge against
 allocatable isolated), since that is where its cpu goes.
 

@@ -25,7 +25,7 @@ requests (100m / 200Mi for a container that sets none), other resources on
 the actual ones, a scalar resource the pod does not request is not scored, and
 a resource a node has none of is left out of that node's weighted average.
 
-Isolated CPUs (DESIGN.md): a pod with the isolated-CPU annotation charges its
+Isolated CPUs (docs/design.md, "Isolated CPUs"): a pod with the isolated-CPU annotation charges its
 cpu request to the isolated resource instead of `cpu`, so its Filter checks the
 isolated column, and its `cpu` scoring dimension is scored on the isolated
 column (requested isolated + the pod's isolated charge against allocatable

@@ -401,7 +401,7 @@ def test_filter_reports_rows_in_given_order() -> None:
 
 
 class TestIsolatedCPUs:
-    """A 4-CPU node with 4 isolated cores (DESIGN.md, "Isolated CPUs")."""
+    """A 4-CPU node with 4 isolated cores (docs/design.md, "Isolated CPUs")."""
 
     node = make_node("iso").capacity(cpu=4, memory="8Gi", pods=10).ext(ISO, 4)
 

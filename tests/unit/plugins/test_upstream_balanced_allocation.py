@@ -13,7 +13,7 @@ Skipped: the two "include DRA resource ..." cases (Troupe has no DRA) and
 TestBalancedAllocationSignPod (pod signatures for opportunistic batching, not
 in Troupe). "resources requested, pods scheduled with resources if PreScore not
 called" asserts Troupe's behaviour: Score reads PreScore's state and fails
-loudly without it (STYLE.md 6; the runtime always runs PreScore first).
+loudly without it (docs/design.md, "CycleState"; the runtime always runs PreScore first).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Troupe differs on purpose, and the cases say so:
 - "pod belongs to a non-existent pg": upstream lets the pod through PreFilter (and
   rejects it at Permit); Troupe keeps it waiting (UnschedulableAndUnresolvable,
   'PodGroup ... not found') until the PodGroup appears, so a gang member is never
-  bound alone because its PodGroup arrived late (DESIGN.md, "Gangs").
+  bound alone because its PodGroup arrived late (docs/design.md, "Gangs").
 
 Skipped (and why):
 - TestCheckClusterResource: a function of upstream's manager over NodeInfos; its

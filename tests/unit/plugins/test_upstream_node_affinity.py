@@ -19,7 +19,7 @@ Plugin fixes these cases brought:
 
 Deliberate differences, asserted as Troupe's behaviour:
 - "Matches node selector/affinity correctly even if PreFilter is not called":
-  Filter reads PreFilter's state and fails loudly without it (STYLE.md 6).
+  Filter reads PreFilter's state and fails loudly without it (docs/design.md, "CycleState").
 - "all nodes are same priority as NodeAffinity is nil" (Score without
   PreScore): PreScore returns Skip for such a pod and the runtime never calls
   Score; the case asserts the Skip.

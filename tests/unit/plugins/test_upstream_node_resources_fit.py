@@ -29,7 +29,7 @@ TestRestartableInitContainers' "sidecar containers is disabled" cases: Troupe
 has no SidecarContainers gate (GA upstream), so a pod with a restartable init
 container is always allowed; that case asserts Troupe's answer. The "if
 PreScore is not called" TestFitScore cases assert Troupe's behaviour: Score
-reads PreScore's state and fails loudly without it (STYLE.md 6; the runtime
+reads PreScore's state and fails loudly without it (docs/design.md, "CycleState"; the runtime
 always runs PreScore first).
 
 Queueing hints: Test_isSchedulableAfterPodChange and
@@ -781,7 +781,7 @@ def test_fit_score(
 )
 def test_fit_score_without_pre_score(args: dict[str, Any]) -> None:
     """Upstream recomputes the pod's requests in Score; Troupe's runtime always runs
-    PreScore first and Score fails loudly on the missing state (STYLE.md 6)."""
+    PreScore first and Score fails loudly on the missing state (docs/design.md, "CycleState")."""
     table = table_of([n.build() for n in score_nodes()], [p.build() for p in EXISTING])
     plugin = NodeResourcesFit.new(args, make_handle())
     pod = make_pod("p").req(cpu="1000", memory="2000").build()
