@@ -5,10 +5,10 @@ runtime which points it serves, and enabling it at another point fails at
 start-up), declares `NAME: Final`, and has a `new(args, handle)` classmethod
 that validates its typed arguments (`PluginArgsError` naming the field).
 
-Filter and Score are columnar (docs/design.md, "Plugins see columns"): they receive the node table and the
-candidate rows and answer for all rows at once. A plugin that cannot be
-vectorised implements `NodeFilterPlugin` / `NodeScorePlugin` instead, one node at
-a time, and the runtime adapts it.
+Filter and Score are columnar (docs/design.md, "Plugins see columns"): they
+receive the node table and the candidate rows and answer for all rows at once.
+A plugin that cannot be vectorised implements `NodeFilterPlugin` /
+`NodeScorePlugin` instead, one node at a time, and the runtime adapts it.
 
 Only the binding-cycle points that may wait (`pre_bind`, `bind`, `post_bind`)
 are `async`; everything in the scheduling cycle is a plain function.
