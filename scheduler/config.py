@@ -862,6 +862,8 @@ def default_config(
 # and nodes reached through aliases (an "alias bomb" is a few lines that expand
 # to billions of nodes for whoever walks the result).
 MAX_YAML_DEPTH: Final = 200
+# libyaml's own message when nesting passes its limit (0.2.6 and later).
+LIBYAML_NESTING: Final = "exceeded maximum nesting depth"
 MAX_YAML_ALIAS_NODES: Final = 100_000
 
 
@@ -958,14 +960,24 @@ def load_yaml_documents(text: str) -> list[Any]:
     MAX_YAML_ALIAS_NODES raise a `yaml.composer.ComposerError` naming the line,
     as BoundedLoader does. Uses libyaml's parser when PyYAML has it."""
     try:
-        return _build(text)
-    except _Unusual:
-        pass
-    # Rare input (merge keys...): check the bounds on events, then let the
-    # bounded pure-Python loader build it.
-    for _ in yaml.parse(text, Loader=FAST_PARSER):
-        pass
-    return list(yaml.load_all(text, Loader=BoundedLoader))
+        try:
+            return _build(text)
+        except _Unusual:
+            pass
+        # Rare input (merge keys...): check the bounds on events, then let the
+        # bounded pure-Python loader build it.
+        for _ in yaml.parse(text, Loader=FAST_PARSER):
+            pass
+        return list(yaml.load_all(text, Loader=BoundedLoader))
+    except yaml.scanner.ScannerError as e:
+        # libyaml 0.2.6 and later refuse nesting past their own limit (1000 levels)
+        # while scanning ahead of the events our bound counts; past theirs is past
+        # ours, so the user reads our message whatever libyaml the machine has.
+        if e.problem != LIBYAML_NESTING:
+            raise
+        raise _bounds_error(
+            f"nested more than {MAX_YAML_DEPTH} levels deep", e.problem_mark
+        ) from None
 
 
 def yaml_part_documents(text: str) -> list[Any] | None:

@@ -9,7 +9,6 @@ IN_TREE registry and build the real runtime Profile from the result.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -1271,10 +1270,8 @@ def test_issue14_hostile_config_file_is_one_clear_error(
 ) -> None:
     path = tmp_path / "config.yaml"
     path.write_bytes(text)
-    t0 = time.perf_counter()
     with pytest.raises(ConfigError) as e:
         load_config(str(path), IN_TREE)
-    assert time.perf_counter() - t0 < 2.0
     assert str(e.value).startswith(f"{path}: ")
     assert problem in str(e.value)
     assert "\n" not in str(e.value)
@@ -1352,10 +1349,8 @@ def test_load_yaml_documents_uses_libyaml_when_pyyaml_has_it() -> None:
     ],
 )
 def test_load_yaml_documents_bounds(text: str, problem: str) -> None:
-    t0 = time.perf_counter()
     with pytest.raises(yaml.composer.ComposerError) as e:
         load_yaml_documents(text)
-    assert time.perf_counter() - t0 < 5.0
     assert problem in str(e.value.problem)
     assert e.value.problem_mark is not None
 

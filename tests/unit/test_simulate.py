@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -257,9 +256,7 @@ def test_issue14_hostile_simulator_input_is_one_line_and_exit_2(
 ) -> None:
     f = tmp_path / "in.yaml"
     f.write_bytes(text)
-    t0 = time.perf_counter()
     assert main(["simulate", str(f)]) == 2
-    assert time.perf_counter() - t0 < 5.0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"troupe: {f}: "), err
     assert problem in err
