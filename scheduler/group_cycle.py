@@ -170,6 +170,8 @@ class GroupCycle(SchedulerState):
         self.metrics.preemption_attempts.inc()
         snap = self.snapshot
         gang = str(group)
+        # The gang's priority (its lowest member's): no victim may reach it.
+        priority = min(q.pod.priority for q in members)
         removed: list[tuple[int, Pod, Any]] = []
         charged: list[tuple[int, Pod, Any]] = []
         chosen: list[tuple[QueuedPodInfo, NodeName, Candidate | None]] = []
@@ -194,10 +196,18 @@ class GroupCycle(SchedulerState):
                         found, _ = plugin.find_candidates(
                             state, qpi.pod, snap, profile, rows, offset, want, whole_gangs=True
                         )
-                    best = pick_one(found)
+                    # A candidate whose victims' gangs cannot go whole (a member
+                    # of the gang's priority or higher) is no candidate.
+                    taken = {v.key for _, _, c in chosen if c is not None for v in c.victims}
+                    usable = []
+                    for c in found:
+                        whole = plugin.expand_gangs(c.victims, priority, taken)
+                        if whole is not None:
+                            c.victims = whole
+                            usable.append(c)
+                    best = pick_one(usable)
                     if best is None:
                         return False
-                    best.victims = plugin.expand_gangs(best.victims)
                     for v in best.victims:
                         vrow = snap.row_of.get(self.cache.pod_node(v.key) or "")
                         if vrow is not None and v.key in snap.pods[vrow]:

@@ -199,7 +199,9 @@ class Candidate:
 
 
 def pick_one(candidates: Sequence[Candidate]) -> Candidate | None:
-    """kube-scheduler's pickOneNodeForPreemption."""
+    """kube-scheduler's pickOneNodeForPreemption: fewest PDB violations, lowest
+    highest-victim priority, smallest sum of priorities, fewest victims, latest
+    start of the highest-priority victims; then fewest gangs touched."""
     if not candidates:
         return None
     for c in candidates:
@@ -210,15 +212,16 @@ def pick_one(candidates: Sequence[Candidate]) -> Candidate | None:
         top = c.victims[0].priority
         return min(start_time(p) for p in c.victims if p.priority == top)
 
-    def key(c: Candidate) -> tuple[int, int, int, int, int, float, int]:
-        # Troupe's first criterion: fewest gangs taken (a gang goes whole).
+    def key(c: Candidate) -> tuple[int, int, int, int, float, int, int]:
+        # kube-scheduler's criteria in its order; then Troupe's: fewest gangs
+        # touched, before the order found.
         return (
-            c.gangs_broken,
             c.pdb_violations,
             c.victims[0].priority,
             sum(p.priority + 2**31 for p in c.victims),
             len(c.victims),
             -earliest_top_start(c),
+            c.gangs_broken,
             c.order,
         )
 
@@ -679,15 +682,36 @@ class DefaultPreemption(PostFilterPlugin):
         except Exception as e:
             log.warning("could not record the Preempted event of %s: %s", victim.key, e)
 
-    def expand_gangs(self, victims: Iterable[Pod]) -> list[Pod]:
-        """The victims with, for each victim in a gang, every placed member of it."""
+    def expand_gangs(
+        self, victims: Iterable[Pod], priority: int, taken: Iterable[PodKey] = ()
+    ) -> list[Pod] | None:
+        """The victims of a gang preemptor of `priority`, with the whole gang of
+        each victim whose gang would fall below minMember without them, or None
+        if such a gang has a placed member of `priority` or higher (it cannot be
+        taken whole, so it cannot be taken at all). `taken`: victims already
+        chosen for the same preemptor (its other members' nodes), which count as
+        gone. Members already on their way out never count as placed."""
         lister = self.handle.lister
         out = {p.key: p for p in victims}
+        gone = set(taken) | out.keys()
         for g in {p.group_key for p in out.values() if p.group_key is not None}:
-            for m in lister.pods_in_group(g):
-                placed = lister.pod(m.key)
-                if placed is not None:
-                    out.setdefault(m.key, placed)
+            pg = lister.pod_group(g)
+            placed = [
+                q
+                for m in lister.pods_in_group(g)
+                if (q := lister.pod(m.key)) is not None
+                and not q.deleting
+                and q.key not in self.victims_of
+            ]
+            left = sum(1 for q in placed if q.key not in gone)
+            if pg is None or left >= pg.min_member:
+                continue  # no gang to keep, or it keeps its quorum without these
+            if any(q.priority >= priority for q in placed):
+                return None
+            for q in placed:
+                out.setdefault(q.key, q)
+        if any(p.priority >= priority for p in out.values()):
+            return None
         return sorted(out.values(), key=importance)
 
     async def _clear_nomination(self, key: PodKey) -> None:

@@ -1,8 +1,9 @@
 """Preemption over random clusters, in the simulator (closed: nothing changes but
 what the scheduler does, victims go after their grace period on the virtual clock).
 
-Nodes hold running pods of mixed priorities, lone and in gangs; pending pods and
-gangs of higher priorities arrive. Whatever the scheduler decides:
+Nodes hold running pods of mixed priorities, lone and in gangs (a gang's members
+may differ in priority, some above any preemptor's); pending pods and gangs of
+higher priorities arrive. Whatever the scheduler decides:
 
 - no victim has a priority equal to or above its preemptor's;
 - no running gang is left below minMember by a preemption (it goes whole or not);
@@ -34,20 +35,34 @@ PENDING_PRIORITIES = (100, 500, 1000)
 _ON_NODE = re.compile(r" on node (\S+)$")
 
 
+# A running gang's members may differ in priority, some of them as high as or
+# above any preemptor's: taking such a gang whole is never allowed.
+MEMBER_PRIORITIES = (*RUNNING_PRIORITIES, 1000, 2000)
+
+
 @dataclass(frozen=True)
 class Gang:
     min_member: int
     cpus: tuple[int, ...]
     priority: int
+    member_priorities: tuple[int, ...] = ()  # per member; else `priority` for all
 
 
 lone_st = st.tuples(st.integers(1, 3), st.sampled_from(RUNNING_PRIORITIES))
 running_gang_st = st.integers(1, 3).flatmap(
-    lambda m: st.builds(
-        Gang,
-        st.just(m),
-        st.lists(st.integers(1, 2), min_size=m, max_size=m + 1).map(tuple),
-        st.sampled_from(RUNNING_PRIORITIES),
+    lambda m: st.lists(st.integers(1, 2), min_size=m, max_size=m + 1).flatmap(
+        lambda cpus: st.builds(
+            Gang,
+            st.just(m),
+            st.just(tuple(cpus)),
+            st.sampled_from(RUNNING_PRIORITIES),
+            st.one_of(
+                st.just(()),
+                st.lists(
+                    st.sampled_from(MEMBER_PRIORITIES), min_size=len(cpus), max_size=len(cpus)
+                ).map(tuple),
+            ),
+        )
     )
 )
 pending_gang_st = st.integers(1, 3).flatmap(
@@ -114,10 +129,11 @@ def build(
         group(name, gang.min_member)
         members = []
         for i, (cpu, w) in enumerate(zip(gang.cpus, where, strict=True)):
-            b = make_pod(f"{name}-{i}").group(name).req(cpu=cpu).priority(gang.priority)
+            p = gang.member_priorities[i] if gang.member_priorities else gang.priority
+            b = make_pod(f"{name}-{i}").group(name).req(cpu=cpu).priority(p)
             objs.append(b.node(f"n{w}").phase("Running").obj())
             members.append(f"default/{name}-{i}")
-            prio[f"default/{name}-{i}"] = gang.priority
+            prio[f"default/{name}-{i}"] = p
         rgangs[f"default/{name}"] = (gang.min_member, members)
         prio[f"default/{name}"] = gang.priority
     for i, (cpu, p) in enumerate(running):
@@ -212,3 +228,25 @@ def test_two_preemptions_do_not_each_take_a_member_of_one_gang() -> None:
     members = c.running_gangs["default/rg0"][1]
     left = [m for m in members if pods[m]["node"]]
     assert not left or len(left) >= 3, left
+
+
+def test_a_gang_never_takes_a_member_of_its_priority_or_higher() -> None:
+    """Found by a hostile probe: a gang of priority 1000 evicted a running gang's
+    member of priority 2000: taking a victim's gang whole added every placed
+    member of it, whatever its priority, even where the gang kept its quorum
+    without the victim."""
+    c = build([2, 2], [], [Gang(1, (2, 2), 0, (500, 2000))], [], [Gang(1, (2,), 1000)])
+    pods = simulate(c.objects, default_config(IN_TREE)).to_json_obj()["pods"]
+    assert pods["default/rg0-1"]["node"] == "n1" and pods["default/rg0-1"]["preemptedBy"] is None
+    # the running gang keeps its quorum without its priority-500 member: only it goes
+    assert pods["default/rg0-0"]["preemptedBy"] == "default/pg0"
+    assert pods["default/pg0-0"]["node"] == "n0"
+
+
+def test_a_gang_that_cannot_go_whole_is_not_taken() -> None:
+    """The same gang with minMember 2: without its priority-500 member it falls
+    below quorum, and it cannot go whole (a member of 2000): nothing is taken."""
+    c = build([2, 2], [], [Gang(2, (2, 2), 0, (500, 2000))], [], [Gang(1, (2,), 1000)])
+    pods = simulate(c.objects, default_config(IN_TREE)).to_json_obj()["pods"]
+    assert [pods[f"default/rg0-{i}"]["node"] for i in range(2)] == ["n0", "n1"]
+    assert pods["default/pg0-0"]["node"] is None

@@ -280,3 +280,17 @@ def test_pick_one_prefers_fewest_pdb_violations_then_a_node_without_victims() ->
     assert pick_one([c1, c2]) is c2
     c3 = Candidate("n3", [], 0, 2)  # type: ignore[arg-type]
     assert pick_one([c1, c2, c3]) is c3
+
+
+def test_pick_one_ranks_pdb_violations_before_gangs_touched() -> None:
+    """kube-scheduler's order comes first: a candidate that violates a PDB loses to
+    one that takes a gang's member without violating any (found by a hostile
+    probe: the ranking had put "gangs touched" first). Gangs touched only break
+    ties that kube-scheduler's criteria leave."""
+    member = _pod(make_pod("m").priority(LOW).group("g").obj())
+    lone = _pod(make_pod("l").priority(LOW).obj())
+    touches_gang = Candidate("n1", [member], 0, 0)  # type: ignore[arg-type]
+    violates_pdb = Candidate("n2", [lone], 1, 1)  # type: ignore[arg-type]
+    assert pick_one([violates_pdb, touches_gang]) is touches_gang
+    spares_gang = Candidate("n3", [lone], 0, 2)  # type: ignore[arg-type]
+    assert pick_one([touches_gang, spares_gang]) is spares_gang
