@@ -1,7 +1,10 @@
 """Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection.
 
 Several replicas run; the one holding the Lease schedules. A candidate takes the
-Lease when it is free or expired (renewTime + leaseDurationSeconds in the past),
+Lease when it is free or expired: unchanged for leaseDurationSeconds since this
+candidate last saw it change, on the candidate's own clock (client-go's
+observedTime; the renewTime another machine wrote is never compared with this
+machine's clock, so a skewed clock cannot take a Lease that is being renewed),
 then renews it every `retry_period`; if it cannot renew for `renew_deadline`
 it stops leading at once (the caller stops scheduling), before the Lease can
 expire and another replica take over. Writes are conditional on the Lease's
@@ -122,7 +125,20 @@ class LeaderElector:
         # Called with `leading_until` whenever it changes (the operator shares it
         # with the process that writes, when election runs in a process of its own).
         self.on_leading_until: Callable[[float], None] | None = None
+        # Whether the process this elector leads for is alive and answering: it
+        # renews only while it is (a hung scheduler must let its Lease lapse).
+        self.alive: Callable[[], bool] = lambda: True
         self._observed: LeaseRecord | None = None
+        # When this replica last saw the Lease change, on its own clock. As
+        # client-go's observedTime, expiry is judged from it, never by comparing
+        # the renewTime another machine wrote with this machine's clock.
+        self._observed_at = 0.0
+
+    def _observe(self, record: LeaseRecord, now: float) -> None:
+        old = self._observed
+        if old is None or _content(old) != _content(record):
+            self._observed_at = now
+        self._observed = record
 
     def _set_leading_until(self, t: float) -> None:
         self.leading_until = t
@@ -144,12 +160,15 @@ class LeaderElector:
         return ok
 
     async def _try_acquire_or_renew(self, now: float) -> bool:
+        if not self.alive():
+            log.warning("leader election: the scheduler does not answer: not renewing")
+            return False
         obs = self._observed
         if (
             self.is_leader
             and obs is not None
             and obs.holder == self.identity
-            and now < obs.renew_time + obs.lease_duration_seconds
+            and now < self._observed_at + obs.lease_duration_seconds
         ):
             # client-go's fast path (leaderelection.go tryAcquireOrRenew): a
             # leader whose Lease is still valid updates the record it observed
@@ -157,8 +176,11 @@ class LeaderElector:
             # two; the resourceVersion precondition refuses it if the Lease
             # changed meanwhile, and then the slow path reads it.
             try:
-                self._observed = await self.client.update(
-                    replace(obs, renew_time=now, lease_duration_seconds=self.lease_duration)
+                self._observe(
+                    await self.client.update(
+                        replace(obs, renew_time=now, lease_duration_seconds=self.lease_duration)
+                    ),
+                    now,
                 )
                 return True
             except Exception as e:
@@ -166,23 +188,29 @@ class LeaderElector:
         try:
             cur = await self.client.get()
             if cur is None:
-                self._observed = await self.client.create(
-                    LeaseRecord(self.identity, self.lease_duration, now, now)
+                self._observe(
+                    await self.client.create(
+                        LeaseRecord(self.identity, self.lease_duration, now, now)
+                    ),
+                    now,
                 )
                 return True
+            self._observe(cur, now)
             mine = cur.holder == self.identity
-            if not mine and cur.holder and cur.renew_time + cur.lease_duration_seconds > now:
-                self._observed = cur
+            if not mine and cur.holder and self._observed_at + cur.lease_duration_seconds > now:
                 return False
-            self._observed = await self.client.update(
-                replace(
-                    cur,
-                    holder=self.identity,
-                    lease_duration_seconds=self.lease_duration,
-                    renew_time=now,
-                    acquire_time=cur.acquire_time if mine else now,
-                    transitions=cur.transitions if mine else cur.transitions + 1,
-                )
+            self._observe(
+                await self.client.update(
+                    replace(
+                        cur,
+                        holder=self.identity,
+                        lease_duration_seconds=self.lease_duration,
+                        renew_time=now,
+                        acquire_time=cur.acquire_time if mine else now,
+                        transitions=cur.transitions if mine else cur.transitions + 1,
+                    )
+                ),
+                now,
             )
             return True
         except LeaseConflict:
@@ -228,11 +256,20 @@ class LeaderElector:
         if cur is None or cur.holder != self.identity:
             return
         try:
-            self._observed = await self.client.update(
-                replace(cur, holder="", renew_time=self.clock.now(), lease_duration_seconds=1)
+            now = self.clock.now()
+            self._observe(
+                await self.client.update(
+                    replace(cur, holder="", renew_time=now, lease_duration_seconds=1)
+                ),
+                now,
             )
         except Exception as e:
             log.warning("could not release the lease: %s", e)
+
+
+def _content(r: LeaseRecord) -> tuple[str, float, float, float, int]:
+    """What a change of the Lease is judged by (client-go compares the record)."""
+    return (r.holder, r.lease_duration_seconds, r.acquire_time, r.renew_time, r.transitions)
 
 
 async def _maybe_await(x: Awaitable[None] | None) -> None:

@@ -348,8 +348,12 @@ class ElectorProcess:
     time until which this replica may write, `LeaderElector.leading_until`) in
     shared memory, read by `leading()` on every write, and reports "started" /
     "stopped" through a pipe. It ends when asked to (releasing the Lease if
-    held) or when this process goes away (its end of the control pipe closes),
-    so a killed scheduler never leaves a renewer behind.
+    held) or when this process goes away (its end of the control pipe closes;
+    it releases the Lease then too), so a killed scheduler never leaves a
+    renewer behind. Each side watches the other: the child renews only while
+    this process's loop keeps beating (a hung scheduler lets its Lease lapse),
+    and this process stops leading as soon as the fence lapses without a word
+    from the child (a hung elector).
 
     Started with fork before any thread exists (see `run`), so the child needs
     no pickling and inherits the loaded credentials.
@@ -361,13 +365,22 @@ class ElectorProcess:
         loop: asyncio.AbstractEventLoop,
         on_started: Callable[[], None],
         on_stopped: Callable[[], None],
+        beat_period: float = 1.0,
     ) -> None:
         ctx = multiprocessing.get_context("fork")
         self.make_elector = make_elector
         self.main_loop = loop
         self.on_started = on_started
         self.on_stopped = on_stopped
+        self.beat_period = beat_period
         self._until = ctx.RawValue("d", 0.0)
+        # The heartbeat: this process's event loop writes time.monotonic() here
+        # every `beat_period` (the clock is the machine's, shared by both
+        # processes); the child renews only while it is fresh, so a hung
+        # scheduler lets its Lease lapse.
+        self._beat = ctx.RawValue("d", 0.0)
+        self._leader = False
+        self._beating: asyncio.TimerHandle | None = None
         self._events_r, self._events_w = ctx.Pipe(duplex=False)
         self._ctl_r, self._ctl_w = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(target=self._child, name="troupe-leader-election", daemon=True)
@@ -380,11 +393,24 @@ class ElectorProcess:
     # -- the parent ----------------------------------------------------------------
 
     def start(self) -> None:
+        self._beat.value = time.monotonic()
         self.proc.start()
         self._events_w.close()
         self._ctl_r.close()
         self.main_loop.add_reader(self._events_r.fileno(), self._on_message)
         self._reading = True
+        self._beating = self.main_loop.call_later(self.beat_period, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """Tell the child this loop answers, and see that the child does: a
+        leader whose fence lapsed without a word from its child (the child hung,
+        or cannot renew) stops at once, as if told "stopped"."""
+        self._beat.value = time.monotonic()
+        if self._leader and not self.leading():
+            log.error("leader election: the Lease was not renewed in time by the elector")
+            self._leader = False
+            self.on_stopped()
+        self._beating = self.main_loop.call_later(self.beat_period, self._heartbeat)
 
     def _on_message(self) -> None:
         try:
@@ -393,11 +419,14 @@ class ElectorProcess:
             # The child is gone without a word (killed): no fence, no leadership.
             self._stop_reading()
             self._until.value = 0.0
+            self._leader = False
             self.on_stopped()
             return
         if msg == "started":
+            self._leader = True
             self.on_started()
         elif msg == "stopped":
+            self._leader = False
             self.on_stopped()
 
     def _stop_reading(self) -> None:
@@ -412,6 +441,9 @@ class ElectorProcess:
     async def stop(self, timeout: float = 10.0) -> None:
         """Ask the child to end (it releases the Lease if held) and wait for it."""
         self._stop_reading()
+        self._leader = False
+        if self._beating is not None:
+            self._beating.cancel()
         with contextlib.suppress(OSError):
             self._ctl_w.send("stop")
         await asyncio.get_running_loop().run_in_executor(None, self.proc.join, timeout)
@@ -440,11 +472,21 @@ class ElectorProcess:
         async def main() -> None:
             elector = self.make_elector()
             elector.on_leading_until = publish
+            deadline = elector.renew_deadline
+            elector.alive = lambda: time.monotonic() - self._beat.value < deadline
             loop = asyncio.get_running_loop()
             task = asyncio.current_task()
             assert task is not None
-            # A "stop" message, or end of file when the parent is gone.
-            loop.add_reader(self._ctl_r.fileno(), task.cancel)
+            fd = self._ctl_r.fileno()
+
+            def on_control() -> None:
+                # A "stop" message, or end of file when the parent is gone: cancel
+                # once. The pipe stays readable; a reader left registered would
+                # cancel the release of the Lease that the cancellation starts.
+                loop.remove_reader(fd)
+                task.cancel()
+
+            loop.add_reader(fd, on_control)
             await elector.run(lambda: send("started"), lambda: send("stopped"))
 
         try:
@@ -516,7 +558,9 @@ async def run(
             )
 
         # Forked now, before this process has any thread (see ElectorProcess).
-        election = ElectorProcess(make_elector, loop, started, stopped)
+        election = ElectorProcess(
+            make_elector, loop, started, stopped, beat_period=min(1.0, le.retry_period / 2)
+        )
         election.start()
         # Until this replica leads, it writes nothing.
         kube.fence = election.leading

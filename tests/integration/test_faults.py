@@ -14,6 +14,7 @@ invariants on what the API server holds and saw:
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import threading
 import time
@@ -29,6 +30,7 @@ from scheduler.api.quantity import parse_quantity
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.integration.troupe import Troupe, until
+from tests.perf.e2e import LeaseWatch
 
 LEASE = ("leases", "kube-system", "troupe-scheduler")
 
@@ -248,4 +250,164 @@ def test_lease_conflicts_and_api_errors_leave_one_leader(api: ApiServer, tmp_pat
     finally:
         stop.set()
         th.join(5)
+        stop_all(a, b)
+
+
+# ---- leader election: the replica, its elector child, and their clocks -----------
+# (FAST_LEADER_ELECTION: leaseDuration 4s, renewDeadline 3s, retryPeriod 500ms)
+
+LEASE_DURATION = 4.0
+RENEW_DEADLINE = 3.0
+
+
+def elector_of(t: Troupe) -> int:
+    """The pid of the replica's leader-election child (a process whose parent it is)."""
+    assert t.proc is not None
+
+    def child() -> int | None:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == t.proc.pid:  # type: ignore[union-attr]
+                return int(stat.parent.name)
+        return None
+
+    return int(until(child, what=f"{t.identity}'s elector process"))
+
+
+def gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has exited
+
+
+def releases(leases: LeaseWatch, since: float) -> list[float]:
+    """Server times of the Lease writes that left it without a holder."""
+    return [t for t, _, h in leases.renewals if t >= since and h == ""]
+
+
+def taken_by(leases: LeaseWatch, who: str, since: float) -> float | None:
+    return next((t for t, _, h in leases.renewals if t >= since and h == who), None)
+
+
+def leader_and_standby(api: ApiServer, a: Troupe, b: Troupe) -> tuple[Troupe, Troupe]:
+    first = until(lambda: holder(api), what="a leader")
+    leader, other = (a, b) if first == "a" else (b, a)
+    until(lambda: leader.metric("leader_election_master_status") == 1, what="the leader leads")
+    return leader, other
+
+
+def test_sigterm_gives_the_lease_up_and_the_standby_takes_it_at_once(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """Found by a hostile probe: the Lease was not given up on SIGTERM (the elector
+    child's control reader, left registered, cancelled the release), so every
+    rolling update waited the full leaseDuration. The standby now takes over one
+    retryPeriod after the release, well within leaseDuration."""
+    kc = api.write_kubeconfig(tmp_path / "kc")
+    add_nodes(api, 2, cpu=8)
+    leases = LeaseWatch(api)
+    a, b = two_replicas(tmp_path, kc)
+    try:
+        leader, other = leader_and_standby(api, a, b)
+        t0 = time.time()
+        assert leader.stop() == 0
+        (released,) = releases(leases, t0)
+        taken = until(lambda: taken_by(leases, other.identity, t0), what="hand-over")
+        assert taken - released < LEASE_DURATION, (released, taken)
+        for i in range(3):
+            add_pod(api, f"p{i}", "1")
+        until(lambda: settled(api, 3), what="pods bound by the new leader")
+        check_invariants(api)
+        assert bound_count(api) == 3
+    finally:
+        stop_all(a, b)
+
+
+def test_a_killed_replica_gives_its_lease_up_through_its_elector(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """The main process dies (SIGKILL): its elector sees the control pipe close,
+    releases the Lease and ends; no renewer is left behind."""
+    kc = api.write_kubeconfig(tmp_path / "kc")
+    add_nodes(api, 2, cpu=8)
+    leases = LeaseWatch(api)
+    a, b = two_replicas(tmp_path, kc)
+    try:
+        leader, other = leader_and_standby(api, a, b)
+        child = elector_of(leader)
+        t0 = time.time()
+        leader.kill()
+        until(lambda: gone(child), what="the elector ends with its replica")
+        assert releases(leases, t0), "the Lease was not given up"
+        until(lambda: taken_by(leases, other.identity, t0), what="hand-over")
+        add_pod(api, "p", "1")
+        until(lambda: settled(api, 1), what="the new leader binds")
+        check_invariants(api)
+    finally:
+        stop_all(a, b)
+
+
+def test_a_hung_scheduler_lets_its_lease_lapse(api: ApiServer, tmp_path: Path) -> None:
+    """Found by a hostile probe: with the main process stopped (SIGSTOP) its
+    elector kept renewing, so no replica scheduled. The elector renews only while
+    the main process's loop beats; the Lease lapses, the standby takes over and
+    schedules, and the old leader, resumed, writes nothing and exits."""
+    kc = api.write_kubeconfig(tmp_path / "kc")
+    add_nodes(api, 2, cpu=8)
+    leases = LeaseWatch(api)
+    a, b = two_replicas(tmp_path, kc)
+    try:
+        leader, other = leader_and_standby(api, a, b)
+        assert leader.proc is not None
+        t0 = time.time()
+        leader.proc.send_signal(signal.SIGSTOP)
+        try:
+            taken = until(
+                lambda: taken_by(leases, other.identity, t0), timeout=60, what="hand-over"
+            )
+            # renewals stop within renewDeadline of the last beat, then the Lease
+            # lapses a leaseDuration after the standby saw the last renewal
+            assert taken - t0 >= LEASE_DURATION
+            for i in range(3):
+                add_pod(api, f"p{i}", "1")
+            until(lambda: settled(api, 3), what="pods bound by the new leader")
+        finally:
+            leader.proc.send_signal(signal.SIGCONT)
+        assert leader.wait(30) == 1  # it lost the Lease: it exits, as kube-scheduler
+        check_invariants(api)
+        assert {replica_of(w.user_agent) for w in api.writes if w.verb == "bind"} == {
+            other.identity
+        }
+    finally:
+        stop_all(a, b)
+
+
+def test_a_hung_elector_stops_its_leader(api: ApiServer, tmp_path: Path) -> None:
+    """Found by a hostile probe: with the elector child stopped (SIGSTOP), the old
+    leader stayed up, /livez 200 and leader_election_master_status 1, until the
+    child resumed. The main process sees the fence lapse without a word from its
+    child, stops leading and exits; the standby takes over once the Lease lapses."""
+    kc = api.write_kubeconfig(tmp_path / "kc")
+    add_nodes(api, 2, cpu=8)
+    leases = LeaseWatch(api)
+    a, b = two_replicas(tmp_path, kc)
+    child = 0
+    try:
+        leader, other = leader_and_standby(api, a, b)
+        child = elector_of(leader)
+        t0 = time.time()
+        os.kill(child, signal.SIGSTOP)
+        assert leader.wait(30) == 1
+        until(lambda: taken_by(leases, other.identity, t0), timeout=60, what="hand-over")
+        add_pod(api, "p", "1")
+        until(lambda: settled(api, 1), what="the new leader binds")
+        check_invariants(api)
+    finally:
+        if child and not gone(child):
+            os.kill(child, signal.SIGCONT)
         stop_all(a, b)

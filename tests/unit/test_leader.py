@@ -181,3 +181,82 @@ async def test_a_valid_leader_renews_with_one_update_and_reads_after_a_conflict(
     assert stopped and not e.is_leader
     assert leases.record is not None and leases.record.holder == "b"
     await task
+
+
+class SkewedClock:
+    """Another machine's clock: the same time, read `offset` seconds off."""
+
+    def __init__(self, clock: VirtualClock, offset: float) -> None:
+        self.clock = clock
+        self.offset = offset
+
+    def now(self) -> float:
+        return self.clock.now() + self.offset
+
+    def call_at(self, when: float, callback):  # type: ignore[no-untyped-def]
+        return self.clock.call_at(when - self.offset, callback)
+
+    async def sleep(self, seconds: float) -> None:
+        await self.clock.sleep(seconds)
+
+
+@pytest.mark.parametrize("offset", [20.0, 3600.0, -20.0, -3600.0])
+async def test_a_skewed_standby_never_takes_a_renewed_lease_and_takes_a_lapsed_one_in_time(
+    offset: float,
+) -> None:
+    """Found by a hostile probe: a standby whose clock was ~13 s ahead took the
+    Lease from a healthy leader, comparing the renewTime the leader wrote with its
+    own clock. Expiry is judged from when the standby itself saw the Lease change
+    (client-go's observedTime), so a skew either way changes nothing: never while
+    the leader renews, and within leaseDuration (+ a retry) once it stops."""
+    clock = VirtualClock(start=1000.0)
+    leases = InMemoryLeases()
+    va, vb = leases.view(), leases.view()
+    a = LeaderElector(va, "a", clock)
+    ta = asyncio.create_task(a.run(lambda: None, lambda: None))
+    await step(clock, 1)
+    assert a.is_leader
+    b = LeaderElector(vb, "b", SkewedClock(clock, offset))
+    b_started: list[float] = []
+    tb = asyncio.create_task(b.run(lambda: b_started.append(clock.now()), lambda: None))
+    await step(clock, 60)
+    assert b_started == [] and not b.is_leader
+    assert leases.record is not None and leases.record.holder == "a"
+    cut = clock.now()
+    va.fail = True  # the leader is cut off: its renewals stop
+    await step(clock, 40)
+    assert b_started and b.is_leader
+    assert b_started[0] - cut <= b.lease_duration + b.retry_period + 0.5
+    # a stopped leading before b started: never two leaders at once
+    assert ta.done() and not a.is_leader
+    tb.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await tb
+
+
+async def test_a_leader_whose_scheduler_does_not_answer_lets_the_lease_lapse() -> None:
+    """Found by a hostile probe: with the scheduler process hung, its elector kept
+    renewing, so the standby never took over. The elector renews only while the
+    process it leads for answers (`alive`): it stops leading within renewDeadline
+    and the standby takes over once the Lease lapses."""
+    clock = VirtualClock(start=0.0)
+    leases = InMemoryLeases()
+    a = LeaderElector(leases.view(), "a", clock)
+    answering = True
+    a.alive = lambda: answering
+    stopped: list[float] = []
+    ta = asyncio.create_task(a.run(lambda: None, lambda: stopped.append(clock.now())))
+    await step(clock, 1)
+    assert a.is_leader
+    b = LeaderElector(leases.view(), "b", clock)
+    tb = asyncio.create_task(b.run(lambda: None, lambda: None))
+    await step(clock, 30)
+    assert a.is_leader and not b.is_leader
+    hung = clock.now()
+    answering = False
+    await step(clock, 30)
+    assert stopped and stopped[0] - hung <= a.renew_deadline + a.retry_period
+    assert b.is_leader and ta.done()
+    tb.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await tb
