@@ -49,7 +49,6 @@ from typing import Any, Final
 
 import yaml
 
-from scheduler import yaml_parts
 from scheduler.api.parse import parse_pod
 from scheduler.api.storage import STORAGE_PARSERS, pod_claim_names
 from scheduler.api.types import (
@@ -63,7 +62,7 @@ from scheduler.api.types import (
 )
 from scheduler.clock import VirtualClock
 from scheduler.cluster import InMemoryCluster
-from scheduler.config import MAX_YAML_DEPTH, SchedulerConfig
+from scheduler.config import MAX_YAML_DEPTH, SchedulerConfig, load_yaml_documents
 from scheduler.metrics import Metrics
 from scheduler.plugins.coscheduling.status import native_phase
 from scheduler.scheduler import Scheduler
@@ -184,7 +183,7 @@ def _documents(path: str, size: list[int]) -> list[Any]:
                 return [_json(text)]  # kubectl get -o json
             except json.JSONDecodeError:
                 pass  # YAML in flow style: the YAML parser says what is wrong
-        return yaml_parts.load(text)
+        return load_yaml_documents(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
