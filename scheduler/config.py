@@ -245,6 +245,8 @@ def _show(v: object) -> str:
         return "a list"
     if isinstance(v, str) and len(v) > 60:
         v = v[:57] + "..."
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
+        return f"an integer of {len(str(abs(v)))} digits"
     try:
         return json.dumps(v)
     except (TypeError, ValueError):
@@ -282,9 +284,28 @@ def _list(v: object, path: str) -> list[Any]:
     return v
 
 
+# kube-scheduler decodes its integers into Go's int64 (or narrower): a larger
+# number is refused where it is read, never left to overflow later.
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+# The longest Go time.Duration (int64 nanoseconds), about 292 years.
+MAX_SECONDS: Final = INT64_MAX // 10**9
+
+
+def _finite(v: int | float) -> bool:
+    """A number that float arithmetic can take: not inf or NaN, and not an
+    integer too large for a float (1e308 and more: 10**400 is a valid YAML int)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
 def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ConfigError(path, f"must be an integer, got {_show(v)}")
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise ConfigError(path, "must be a 64-bit integer, got a number too large")
     if lo is not None and hi is not None and not lo <= v <= hi:
         raise ConfigError(path, f"must be between {lo} and {hi}, got {v}")
     if lo is not None and v < lo:
@@ -296,8 +317,10 @@ def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> 
 
 def _seconds(v: object, path: str, *, positive: bool = False) -> float:
     """A finite, non-negative number of seconds (> 0 with `positive`)."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, int | float) or not _finite(v):
         raise ConfigError(path, f"must be a number of seconds, got {_show(v)}")
+    if v > MAX_SECONDS:
+        raise ConfigError(path, f"must be at most {MAX_SECONDS} seconds, got {_show(v)}")
     if positive and v <= 0:
         raise ConfigError(path, f"must be > 0, got {v:g}")
     if v < 0:
@@ -584,7 +607,7 @@ TROUPE_FIELDS: Final = (
 
 def _fraction(v: object, path: str) -> float:
     """A number in (0, 1]."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, int | float) or not _finite(v):
         raise ConfigError(path, f"must be a number in (0, 1], got {_show(v)}")
     if not 0 < v <= 1:
         raise ConfigError(path, f"must be a number in (0, 1], got {v}")
@@ -763,10 +786,7 @@ def _client_connection(v: object) -> ClientConnection:
         raise ConfigError(f"{path}kubeconfig", f"must be a file path, got {_show(kubeconfig)}")
     qps = m.get("qps")
     if qps is not None and (
-        isinstance(qps, bool)
-        or not isinstance(qps, int | float)
-        or not math.isfinite(qps)
-        or qps <= 0
+        isinstance(qps, bool) or not isinstance(qps, int | float) or not _finite(qps) or qps <= 0
     ):
         raise ConfigError(f"{path}qps", f"must be a positive number, got {_show(qps)}")
     burst = m.get("burst")

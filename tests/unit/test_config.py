@@ -1358,3 +1358,84 @@ def test_load_yaml_documents_bounds(text: str, problem: str) -> None:
 def test_load_yaml_documents_at_the_bounds() -> None:
     assert load_yaml_documents("- " * 199 + "x\n")[0] is not None
     assert load_yaml_documents("[" * 200 + "]" * 200) is not None
+
+
+# ---- issue #23: every numeric field refuses what does not fit, naming the field ----
+
+HEAD: Final = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+
+
+def _at(path: str, value: object) -> dict[str, Any]:
+    """A configuration with `value` at the dotted `path` (profiles[0] for a list)."""
+    cfg: dict[str, Any] = dict(HEAD)
+    cur = cfg
+    parts = path.split(".")
+    for part in parts[:-1]:
+        if part.endswith("[0]"):
+            lst = cur.setdefault(part[:-3], [{}])
+            cur = lst[0]
+        else:
+            cur = cur.setdefault(part, {})
+    cur[parts[-1]] = value
+    return cfg
+
+
+def _coscheduling(key: str, value: object) -> dict[str, Any]:
+    cfg: dict[str, Any] = dict(HEAD)
+    cfg["profiles"] = [
+        {
+            "schedulerName": "troupe-scheduler",
+            "pluginConfig": [{"name": "Coscheduling", "args": {key: value}}],
+        }
+    ]
+    return cfg
+
+
+# Every number the configuration file takes (the probe found OverflowError
+# tracebacks in the first nine).
+NUMERIC_FIELDS: Final = [
+    ("podMaxBackoffSeconds", lambda v: _at("podMaxBackoffSeconds", v)),
+    ("qps", lambda v: _at("clientConnection.qps", v)),
+    ("unschedulableFlushSeconds", lambda v: _at("troupe.unschedulableFlushSeconds", v)),
+    ("assumedPodTTLSeconds", lambda v: _at("troupe.assumedPodTTLSeconds", v)),
+    ("scoreWatermark", lambda v: _at("troupe.scoreWatermark", v)),
+    ("podGroupStatusCoalesceSeconds", lambda v: _at("troupe.podGroupStatusCoalesceSeconds", v)),
+    ("durationSeconds", lambda v: _at("troupe.fifoFallback.durationSeconds", v)),
+    ("permitWaitingTimeSeconds", lambda v: _coscheduling("permitWaitingTimeSeconds", v)),
+    ("podGroupBackoffSeconds", lambda v: _coscheduling("podGroupBackoffSeconds", v)),
+    ("podInitialBackoffSeconds", lambda v: _at("podInitialBackoffSeconds", v)),
+    ("percentageOfNodesToScore", lambda v: _at("percentageOfNodesToScore", v)),
+    ("burst", lambda v: _at("clientConnection.burst", v)),
+    ("parallelism", lambda v: _at("parallelism", v)),
+    ("minQueueLength", lambda v: _at("troupe.fifoFallback.minQueueLength", v)),
+    ("failureStreak", lambda v: _at("troupe.fifoFallback.failureStreak", v)),
+    ("seed", lambda v: _at("troupe.seed", v)),
+    ("metricsPort", lambda v: _at("troupe.metricsPort", v)),
+    ("statusCoalesceSeconds", lambda v: _coscheduling("statusCoalesceSeconds", v)),
+]
+BAD_NUMBERS: Final = [
+    pytest.param(10**400, id="400-digits"),
+    pytest.param(-(10**400), id="minus-400-digits"),
+    pytest.param(float("inf"), id="inf"),
+    pytest.param(float("nan"), id="nan"),
+]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS)
+@pytest.mark.parametrize(("field", "build"), NUMERIC_FIELDS, ids=[f for f, _ in NUMERIC_FIELDS])
+def test_issue23_every_numeric_field_refuses_what_does_not_fit(
+    tmp_path: Path, field: str, build: Any, value: object
+) -> None:
+    """As `troupe run --config` and `troupe simulate --config` read it: the file,
+    then each profile's plugins (their arguments are checked when built)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(build(value)))
+    with pytest.raises((ConfigError, ProfileError)) as e:
+        build_profiles(load_config(str(path), IN_TREE))
+    text = str(e.value)
+    assert "\n" not in text and field in text, text
+    if isinstance(e.value, ConfigError):
+        assert text.startswith(f"{path}: "), text
+    else:
+        assert text.startswith("profiles[0].pluginConfig[0].args."), text
+    assert len(text) < 300, text  # the number is described, not printed whole

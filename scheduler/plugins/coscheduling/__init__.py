@@ -49,11 +49,22 @@ from scheduler.snapshot import NodeTable
 __all__ = ["Coscheduling", "CoschedulingArgs", "PodGroupManager"]
 
 
+# The longest Go time.Duration (int64 nanoseconds), about 292 years.
+_MAX_SECONDS: Final = (2**63 - 1) // 10**9
+
+
 def _seconds(args: Mapping[str, Any], key: str, default: float, minimum: float) -> float:
     v = args.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float) or v < minimum:
-        raise PluginArgsError(key, f"must be a number >= {minimum:g}, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < minimum:
+        raise PluginArgsError(key, f"must be a number >= {minimum:g}, got {_shown(v)}")
+    if v > _MAX_SECONDS:
+        raise PluginArgsError(key, f"must be at most {_MAX_SECONDS} seconds, got {_shown(v)}")
     return float(v)
+
+
+def _shown(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Coscheduling(
