@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 MIN_FEASIBLE_NODES_TO_FIND: Final = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: Final = 5
 NO_NODES_AVAILABLE: Final = "no nodes available to schedule pods"
+UNREADABLE_NODE: Final = "node(s) could not be read"
 # troupe.scoreWatermark: feasible nodes are scored this many at a time.
 WATERMARK_CHUNK: Final = 100
 
@@ -282,13 +283,23 @@ class PodCycle(SchedulerState):
         self._spawn(self._binding_cycle(profile, state, qpi, node))
         return True
 
+    def _no_nodes_message(self) -> str:
+        """kube-scheduler's "no nodes available", unless nodes exist that could not
+        be read: then they are counted, with the first one's problem (the field),
+        so that the pod says why instead of that no node exists."""
+        bad = sorted((b.name, b.message) for b in self.invalid.values() if b.kind == "Node")
+        if not bad:
+            return NO_NODES_AVAILABLE
+        name, why = bad[0]
+        return fit_error_message(len(bad), {f"{UNREADABLE_NODE} (node {name}: {why})": len(bad)})
+
     def _schedule_pod(
         self, profile: Profile, state: CycleState, pod: Pod, post_filter: bool = True
     ) -> ScheduleResult | FitError | Status:
         snap = self.snapshot
         n_all = snap.num_nodes
         if n_all == 0:
-            return FitError(NO_NODES_AVAILABLE, frozenset(), frozenset())
+            return FitError(self._no_nodes_message(), frozenset(), frozenset())
         pre, st = profile.run_pre_filter(state, pod, snap)
         if not st.is_success:
             if st.code is Code.ERROR:

@@ -548,11 +548,11 @@ class Simulation:
             if node and isinstance(node, str):
                 md = obj.get("metadata")
                 deleting = isinstance(md, dict) and bool(md.get("deletionTimestamp"))
-                pods[k] = {
-                    "node": node,
-                    "reason": f"terminating: preempted by {by}" if by and deleting else None,
-                    "preemptedBy": by,
-                }
+                bad = s.invalid.get(k)
+                reason = f"terminating: preempted by {by}" if by and deleting else None
+                if bad is not None:  # placed, but unreadable: left out of its node's use
+                    reason = f"not read (its node does not count it): {bad.message}"
+                pods[k] = {"node": node, "reason": reason, "preemptedBy": by}
                 vols = self._volumes_of(obj)
                 if vols:
                     pods[k]["volumes"] = vols

@@ -386,6 +386,34 @@ def _host_ports(containers: list[tuple[str, Mapping[str, Any]]]) -> tuple[HostPo
     return tuple(out)
 
 
+# The API server's types: spec.priority is an int32, the grace period an int64 of
+# seconds (and, validated, never negative). A value beyond them cannot come from a
+# cluster; from a dump it is refused here, naming the field, instead of failing
+# later (a victim that could never be deleted, sums past int64).
+INT32_MAX: Final = 2**31 - 1
+INT64_MAX: Final = 2**63 - 1
+
+
+def _check_ranges(spec: Mapping[str, Any]) -> None:
+    p = get_int(spec, "priority", "spec.")
+    if p is not None and not -INT32_MAX - 1 <= p <= INT32_MAX:
+        raise invalid("spec.priority", _digits(p), "must be a 32-bit integer")
+    grace = get_int(spec, "terminationGracePeriodSeconds", "spec.")
+    if grace is not None and grace < 0:
+        raise invalid(
+            "spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
+        )
+    if grace is not None and grace > INT64_MAX:
+        raise invalid(
+            "spec.terminationGracePeriodSeconds", _digits(grace), "must be a 64-bit integer"
+        )
+
+
+def _digits(v: int) -> object:
+    """A huge integer as messages show it: by its number of digits."""
+    return v if abs(v) < 10**20 else f"<an integer of {len(str(abs(v)))} digits>"
+
+
 def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> int:
     p = get_int(spec, "priority", "spec.")
     if p is not None:
@@ -498,6 +526,7 @@ def _parse_pod(
     containers = get_objs(spec, "containers", "spec.")
     if not containers:
         raise required("spec.containers", "must have at least one container")
+    _check_ranges(spec)
     inits = [(p, c, _is_sidecar(c, p)) for p, c in get_objs(spec, "initContainers", "spec.")]
     requests, nonzero_cpu, nonzero_memory = _requests(spec, containers, inits, milli)
     sidecars = [(p, c) for p, c, sc in inits if sc]

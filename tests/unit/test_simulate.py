@@ -13,6 +13,7 @@ from scheduler.cli import main
 from scheduler.config import default_config
 from scheduler.plugins.registry import IN_TREE
 from scheduler.simulate import InputError, format_table, load_objects, simulate
+from tests.builders import make_node, make_pod
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sim"
 
@@ -453,3 +454,44 @@ def test_troupe_command_ends_after_simulate_with_its_output_and_status() -> None
     )
     assert bad.returncode == 2
     assert "no-such-file.yaml: No such file or directory" in bad.stderr
+
+
+# ---- issue #23: values that cannot be represented are reasons naming the field ----
+
+
+def _sim_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], *objs: dict[str, Any]) -> Any:
+    f = tmp_path / "in.yaml"
+    f.write_text(yaml.safe_dump_all(objs))
+    assert main(["simulate", str(f), "--output", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["pods"]
+
+
+def test_issue23_a_node_that_cannot_be_read_is_named_in_its_pods_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a hostile probe: a Node with cpu 1Ei was dropped with a log line
+    only, and the pod that would have gone there read "no nodes available"."""
+    node = make_node("big").capacity(cpu="4", memory="8Gi", pods=110).obj()
+    node["status"]["allocatable"]["cpu"] = "1Ei"
+    pods = _sim_json(tmp_path, capsys, node, make_pod("p").req(cpu="1").obj())
+    reason = pods["default/p"]["reason"]
+    assert reason.startswith("0/1 nodes are available: 1 node(s) could not be read"), reason
+    assert "node big: status.allocatable.cpu: " in reason, reason
+
+
+def test_issue23_a_grace_period_beyond_int64_is_a_reason_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by a hostile probe: a victim with terminationGracePeriodSeconds 10**400
+    could not be evicted and its preemptor never tried again. The API server
+    holds it as an int64: beyond that the pod is not read, and says why."""
+    node = make_node("n1").capacity(cpu="1", memory="8Gi", pods=110).obj()
+    low = make_pod("low").req(cpu="1").priority(1).node("n1").phase("Running").obj()
+    low["spec"]["terminationGracePeriodSeconds"] = 10**400
+    pending = make_pod("later").req(cpu="1").priority(1).obj()
+    pending["spec"]["terminationGracePeriodSeconds"] = -1
+    pods = _sim_json(tmp_path, capsys, node, low, pending)
+    assert "spec.terminationGracePeriodSeconds: " in pods["default/low"]["reason"]
+    assert "must be a 64-bit integer" in pods["default/low"]["reason"]
+    assert pods["default/later"]["node"] is None
+    assert pods["default/later"]["reason"].startswith("spec.terminationGracePeriodSeconds: ")
