@@ -11,7 +11,7 @@ LOCK := requirements.lock
 # does not need (the whole AWS CDK): left out of the lock, hence `--no-deps` below.
 LOCK_EXCLUDES := aws-cdk-lib constructs jsii publication typeguard
 
-.PHONY: install lock test lint bench demo manifests-check clean
+.PHONY: install lock test lint bench demo manifests manifests-check clean
 
 install: $(STAMP)
 
@@ -46,6 +46,10 @@ bench: install
 
 demo: install
 	$(BIN)/python -m tests.demo $(DEMO_ARGS)
+
+# manifests/ (and the chart's copy of crds/) rendered from charts/troupe: one source.
+manifests: install
+	$(BIN)/python -m tests.manifests_render
 
 manifests-check: install
 	$(BIN)/python -m tests.manifests_check

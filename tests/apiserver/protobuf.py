@@ -9,6 +9,7 @@ rather than half-read.
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Final
 
 MAGIC: Final = b"k8s\x00"
@@ -126,7 +127,56 @@ def _priority_class(fields: list[tuple[int, int | bytes]], obj: dict[str, Any]) 
             obj["preemptionPolicy"] = _str(value)
 
 
+def _secret(fields: list[tuple[int, int | bytes]], obj: dict[str, Any]) -> None:
+    """Secret: data (map<string, bytes>, base64 in JSON) = 2, type = 3, stringData = 4,
+    immutable = 5 (Helm keeps its releases in Secrets and sends them this way)."""
+    data: dict[str, str] = {}
+    string_data: list[bytes] = []
+    for number, value in fields:
+        if number == 2 and isinstance(value, bytes):
+            kv = dict(_fields(value))
+            raw = kv.get(2, b"")
+            if not isinstance(raw, bytes):
+                raise ProtobufError("expected bytes")
+            data[_str(kv.get(1, b""))] = base64.b64encode(raw).decode()
+        elif number == 3:
+            obj["type"] = _str(value)
+        elif number == 4 and isinstance(value, bytes):
+            string_data.append(value)
+        elif number == 5:
+            obj["immutable"] = bool(value)
+    if data:
+        obj["data"] = data
+    if string_data:
+        obj["stringData"] = _map(string_data)
+
+
+def _delete_options(fields: list[tuple[int, int | bytes]], obj: dict[str, Any]) -> None:
+    """meta/v1 DeleteOptions: gracePeriodSeconds = 1, preconditions = 2 (uid = 1,
+    resourceVersion = 2), orphanDependents = 3, propagationPolicy = 4, dryRun = 5."""
+    obj.pop("metadata", None)
+    for number, value in fields:
+        if number == 1 and isinstance(value, int):
+            obj["gracePeriodSeconds"] = value - (1 << 64) if value >= 1 << 63 else value
+        elif number == 2 and isinstance(value, bytes):
+            pre = {
+                {1: "uid", 2: "resourceVersion"}[n]: _str(v)
+                for n, v in _fields(value)
+                if n in (1, 2)
+            }
+            obj["preconditions"] = pre
+        elif number == 3:
+            obj["orphanDependents"] = bool(value)
+        elif number == 4:
+            obj["propagationPolicy"] = _str(value)
+        elif number == 5:
+            obj.setdefault("dryRun", []).append(_str(value))
+
+
 _KINDS: Final = {
+    ("v1", "DeleteOptions"): _delete_options,
+    ("meta.k8s.io/v1", "DeleteOptions"): _delete_options,
+    ("v1", "Secret"): _secret,
     ("scheduling.k8s.io/v1", "PriorityClass"): _priority_class,
     ("v1", "Namespace"): _namespace,
     ("v1", "ConfigMap"): _config_map,

@@ -119,6 +119,7 @@ BUILTIN: Final[tuple[Resource, ...]] = (
     _r("v1", "events", "Event", True, ["ev"]),
     _r("v1", "configmaps", "ConfigMap", True, ["cm"]),
     _r("v1", "serviceaccounts", "ServiceAccount", True, ["sa"]),
+    _r("v1", "secrets", "Secret", True),  # Helm keeps its releases in them
     _r("v1", "persistentvolumes", "PersistentVolume", False, ["pv"], ["status"]),
     _r("v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ["pvc"], ["status"]),
     _r("apps/v1", "replicasets", "ReplicaSet", True, ["rs"], ["status"], ["all"]),

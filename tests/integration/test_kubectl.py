@@ -6,6 +6,8 @@ and a `Kubectl` bound to it, for tests that add `troupe run` to the picture.
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,6 +250,23 @@ def test_typed_client_creates_send_protobuf(cluster: tuple[ApiServer, Kubectl]) 
     assert pc is not None and (pc["value"], pc["description"]) == (1000, "gangs first")
     refused = kubectl.run("create", "deployment", "d", "--image=x", check=False)
     assert refused.returncode == 1 and "not understood" in refused.stderr
+
+
+def test_secrets_in_protobuf_and_delete_options(cluster: tuple[ApiServer, Kubectl]) -> None:
+    """Secrets are served (Helm keeps its releases in them) and their protobuf
+    bodies understood (data as bytes, base64 in JSON); a delete's protobuf
+    DeleteOptions keep their preconditions."""
+    srv, kubectl = cluster
+    kubectl("create", "secret", "generic", "s", "--from-literal=k=v=1", "--type=app/x")
+    sec = srv.get("secrets", "default", "s")
+    assert sec is not None and sec["type"] == "app/x"
+    assert base64.b64decode(sec["data"]["k"]) == b"v=1"
+    assert json.loads(kubectl("get", "secret", "s", "-o", "json"))["data"] == sec["data"]
+    stale = kubectl.run(
+        "delete", "secret", "s", "--wait=false", "--grace-period=0", "--force", check=False
+    )
+    assert stale.returncode == 0, stale.stderr
+    assert srv.get("secrets", "default", "s") is None
 
 
 def test_readme_manifests_apply(cluster: tuple[ApiServer, Kubectl]) -> None:
