@@ -245,8 +245,8 @@ def _show(v: object) -> str:
         return "a list"
     if isinstance(v, str) and len(v) > 60:
         v = v[:57] + "..."
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**20:
-        return f"an integer of {len(str(abs(v)))} digits"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return _number(v)
     try:
         return json.dumps(v)
     except (TypeError, ValueError):
@@ -302,17 +302,28 @@ def _finite(v: int | float) -> bool:
 
 
 def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer within [lo, hi], and within Go's int64 whatever the bounds."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise ConfigError(path, f"must be an integer, got {_show(v)}")
-    if not INT64_MIN <= v <= INT64_MAX:
-        raise ConfigError(path, "must be a 64-bit integer, got a number too large")
-    if lo is not None and hi is not None and not lo <= v <= hi:
-        raise ConfigError(path, f"must be between {lo} and {hi}, got {v}")
-    if lo is not None and v < lo:
-        raise ConfigError(path, f"must be >= {lo}, got {v}")
-    if hi is not None and v > hi:
-        raise ConfigError(path, f"must be <= {hi}, got {v}")
-    return v
+    low = INT64_MIN if lo is None else lo
+    high = INT64_MAX if hi is None else hi
+    if low <= v <= high:
+        return v
+    if lo is not None and hi is not None:
+        raise ConfigError(path, f"must be between {lo} and {hi}, got {_number(v)}")
+    if v < low and lo is not None:
+        raise ConfigError(path, f"must be >= {lo}, got {_number(v)}")
+    if v > high and hi is not None:
+        raise ConfigError(path, f"must be <= {hi}, got {_number(v)}")
+    raise ConfigError(path, f"must be a 64-bit integer, got {_number(v)}")
+
+
+def _number(v: int) -> str:
+    """An integer for a message: its digits, or how many there are past 40."""
+    digits = str(abs(v))
+    if len(digits) <= 40:
+        return str(v)
+    return f"an integer of {len(digits)} digits"
 
 
 def _seconds(v: object, path: str, *, positive: bool = False) -> float:
