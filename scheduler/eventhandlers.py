@@ -177,17 +177,14 @@ class EventHandlers(SchedulerState):
             self.pod_parser.forget(obj)
         if isinstance(pod, InvalidObject):
             if deleted:
-                self.invalid.pop(pod.key, None)
-                self._reported.pop(pod.key, None)
-                self._held_reports.pop(pod.key, None)
+                self._forget_pod(PodKey(pod.key))
             else:
                 self._report_invalid(pod, obj)
             return
         self.invalid.pop(pod.key, None)
-        if deleted:
-            self._reported.pop(pod.key, None)
         key = pod.key
         if deleted:
+            self._forget_pod(key)
             self._on_pod_deleted(pod)
             return
         if pod.node_name:
@@ -275,9 +272,19 @@ class EventHandlers(SchedulerState):
                 self._emit(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
         self._notify()
 
+    def _forget_pod(self, key: PodKey) -> None:
+        """A deleted pod leaves nothing behind: every per-pod record of its
+        failures and of what was reported on it goes here, in one place."""
+        self.invalid.pop(key, None)
+        self.last_failure.pop(key, None)
+        self._failure_codes.pop(key, None)
+        self._gate_reported.pop(key, None)
+        self._held_gates.pop(key, None)
+        self._reported.pop(key, None)
+        self._held_reports.pop(key, None)
+
     def _on_pod_deleted(self, pod: Pod) -> None:
         key = pod.key
-        self._gate_reported.pop(key, None)
         self.handle.nominator.delete(key)
         self.queue.delete(key)
         self.cache.untrack_pending(key)

@@ -570,3 +570,43 @@ def test_issue14_valid_podgroup_updated_to_invalid_stops_being_used() -> None:
         assert s.cache.invalid_pod_group("default/g") is None  # type: ignore[arg-type]
 
     asyncio.run(go())
+
+
+def _per_pod_records(s: Scheduler) -> dict[str, object]:
+    return {
+        "invalid": s.invalid,
+        "last_failure": s.last_failure,
+        "failure_codes": s._failure_codes,
+        "gate_reported": s._gate_reported,
+        "held_gates": s._held_gates,
+        "reported": s._reported,
+        "held_reports": s._held_reports,
+    }
+
+
+def test_a_deleted_pod_leaves_no_failure_record_behind() -> None:
+    """Found in review: a pending pod that failed and was then deleted kept its
+    failure message and code forever (a leak on a long run with churn). Whatever
+    was recorded of a pod (it did not fit, it waits at PreEnqueue for its
+    PodGroup, it could not be read), its deletion removes it, in one place."""
+    s, cluster = make(1)
+
+    async def go() -> None:
+        s.enable_writes()
+        too_big = make_pod("big").req(cpu="1000").obj()
+        gated = make_pod("member").group("missing").obj()
+        bad = make_pod("bad").req(cpu="lots").obj()
+        for obj in (too_big, gated, bad):
+            cluster.pods[PodKey(f"default/{obj['metadata']['name']}")] = obj
+            s.on_pod(obj)
+        while s.schedule_one():
+            await s.settle()
+        await s.settle()
+        recorded = {k for d in _per_pod_records(s).values() for k in d}  # type: ignore[attr-defined]
+        assert {"default/big", "default/member", "default/bad"} <= recorded
+        for obj in (too_big, gated, bad):
+            s.on_pod(obj, deleted=True)
+        await s.settle()
+        assert {name: dict(d) for name, d in _per_pod_records(s).items() if d} == {}  # type: ignore[call-overload]
+
+    asyncio.run(go())
