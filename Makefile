@@ -32,14 +32,14 @@ test: install
 	$(BIN)/python -m pytest
 
 lint: install
-	$(BIN)/ruff check scheduler tests
-	$(BIN)/ruff format --check scheduler tests
+	$(BIN)/ruff check troupe tests
+	$(BIN)/ruff format --check troupe tests
 	$(BIN)/mypy
 
 bench: install
 	@# Bytecode as a pip install compiles it: an editable install under
 	@# PYTHONDONTWRITEBYTECODE would compile every module again in each process timed.
-	$(BIN)/python -m compileall -q scheduler
+	$(BIN)/python -m compileall -q troupe
 	$(BIN)/python -m tests.perf.bench $(BENCH_ARGS)
 	$(BIN)/python -m tests.perf.e2e
 	$(BIN)/python -m tests.perf.simulate_bench

@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler.api.parse import parse_node, parse_pod
-from scheduler.api.types import InvalidObject, Node, Pod
+from troupe.api.parse import parse_node, parse_pod
+from troupe.api.types import InvalidObject, Node, Pod
 
 SCHEDULER = "troupe-scheduler"
 
@@ -265,7 +265,7 @@ def make_node(name: str) -> NodeBuilder:
 
 def table_of(nodes: list[Node], pods: list[Pod] = ()):  # type: ignore[assignment]
     """A NodeTable holding `nodes` with `pods` (with spec.nodeName) charged."""
-    from scheduler.snapshot import IsolatedCPU, NodeTable, pod_charge
+    from troupe.snapshot import IsolatedCPU, NodeTable, pod_charge
 
     t = NodeTable()
     for n in nodes:

@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from scheduler.simulate import load_objects
 from tests.apiserver import ApiServer
 from tests.integration.troupe import Troupe
+from troupe.simulate import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"

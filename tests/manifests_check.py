@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from scheduler.config import ConfigError, LeaderElection, parse_config
-from scheduler.plugins.registry import IN_TREE
+from troupe.config import ConfigError, LeaderElection, parse_config
+from troupe.plugins.registry import IN_TREE
 
 ROOT = Path(__file__).resolve().parent.parent
 # The ServiceMonitor needs the Prometheus Operator's CRDs: not checked.

@@ -8,19 +8,19 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.api.parse import parse_node, parse_pod
-from scheduler.api.storage import parse_storage_object
-from scheduler.api.types import Node, NodeName, Pod
-from scheduler.cache import Cache
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import FilterResult
-from scheduler.framework.waiting_pods import WaitingPods
-from scheduler.snapshot import Snapshot
 from tests.builders import make_node
 from tests.unit.plugins.conftest import FakeLister
+from troupe.api.parse import parse_node, parse_pod
+from troupe.api.storage import parse_storage_object
+from troupe.api.types import Node, NodeName, Pod
+from troupe.cache import Cache
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import FilterResult
+from troupe.framework.waiting_pods import WaitingPods
+from troupe.snapshot import Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
 

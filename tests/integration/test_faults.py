@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.quantity import parse_quantity
 from tests.apiserver import ApiServer
 from tests.builders import make_node, make_pod
 from tests.integration.troupe import Troupe, until
 from tests.perf.e2e import LeaseWatch
+from troupe.api.quantity import parse_quantity
 
 LEASE = ("leases", "kube-system", "troupe-scheduler")
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.config import parse_config
-from scheduler.plugins.registry import IN_TREE
 from tests.apiserver import ApiServer
 from tests.apiserver.helm import helm
 from tests.apiserver.kubectl import Kubectl
+from troupe.config import parse_config
+from troupe.plugins.registry import IN_TREE
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "troupe"

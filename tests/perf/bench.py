@@ -26,14 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import default_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
-from scheduler.volume_sim import VolumeControllers
 from tests.perf import workloads
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import default_config
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
+from troupe.volume_sim import VolumeControllers
 
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn intervalMilliseconds: 200
 CHURN_CHECK_EVERY = 32  # scheduling cycles between two looks at the wall clock
@@ -55,7 +55,7 @@ class Case:
     zones: int = 3
     # "bound": each measured pod's claim is bound to a PV with zone node affinity;
     # "wffc": each has its own WaitForFirstConsumer claim, provisioned on the
-    # chosen node by the simulated provisioner (scheduler.volume_sim) at PreBind
+    # chosen node by the simulated provisioner (troupe.volume_sim) at PreBind
     volumes: str | None = None
     target_ms_per_group: float | None = None
     # >0: every node is filled with `running` low-priority pods of 900m and the

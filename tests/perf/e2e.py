@@ -5,7 +5,7 @@ users start it, against the embedded API server.
                              [--runs 2] [--profile DIR] [--quick]
 
 The API server (tests/apiserver) serves from a thread of this process; Troupe
-is a child process (`python -m scheduler run --kubeconfig F`, see
+is a child process (`python -m troupe run --kubeconfig F`, see
 tests/integration/troupe.py) with `--qps 5000 --burst 5000`, so the server's
 CPU is not Troupe's. Nodes are created before Troupe starts; the clock starts
 when the first pod is created and stops when the server has accepted the last

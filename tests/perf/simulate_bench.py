@@ -61,7 +61,7 @@ def input_files(nodes: int, running: int, pending: int) -> dict[str, list[Path]]
 def run_once(
     files: list[Path], output: str, timings: bool = True, command: str | None = None
 ) -> dict[str, Any]:
-    troupe = shlex.split(command) if command else [sys.executable, "-m", "scheduler.cli"]
+    troupe = shlex.split(command) if command else [sys.executable, "-m", "troupe.cli"]
     cmd = (
         [*troupe, "simulate", "-o", output]
         + (["--timings"] if timings else [])
@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--command",
         default=None,
-        help='how to start troupe (default: this python -m scheduler.cli); e.g. "python -S '
-        '-m scheduler.cli" with PYTHONPATH=an older checkout:site-packages',
+        help='how to start troupe (default: this python -m troupe.cli); e.g. "python -S '
+        '-m troupe.cli" with PYTHONPATH=an older checkout:site-packages',
     )
     args = ap.parse_args(argv)
     files = input_files(args.nodes, args.running, args.pending)

@@ -32,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import parse_config
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler, ScheduleResult
 from tests.perf import workloads
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import parse_config
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler, ScheduleResult
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "full (percentageOfNodesToScore 100)": {"percentageOfNodesToScore": 100},

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.parse import parse_pod
-from scheduler.api.types import InvalidObject, NodeName, Pod, PodKey
-from scheduler.cache import Cache, PodAlreadyInCache
-from scheduler.clock import VirtualClock
-from scheduler.snapshot import Snapshot
 from tests.builders import make_node, make_pod
+from troupe.api.parse import parse_pod
+from troupe.api.types import InvalidObject, NodeName, Pod, PodKey
+from troupe.cache import Cache, PodAlreadyInCache
+from troupe.clock import VirtualClock
+from troupe.snapshot import Snapshot
 
 ISO = "troupe.dev/isolated-cpu"
 
@@ -380,8 +380,8 @@ def test_issue14_node_beyond_int64_is_refused_whole(alloc: dict[str, int]) -> No
 def test_charge_dense_is_charge_for_many_pods(specs: list[Any], back: list[int]) -> None:
     """NodeTable.charge_dense (preemption's dry runs) leaves the table exactly as
     `charge` pod by pod, sums beyond int64 included (it falls back there)."""
-    from scheduler.snapshot import IsolatedCPU, pod_charge
     from tests.builders import table_of
+    from troupe.snapshot import IsolatedCPU, pod_charge
 
     nodes = [make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=110).build() for i in range(3)]
     pods: list[Pod] = []

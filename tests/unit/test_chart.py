@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.config import parse_config
-from scheduler.plugins.registry import IN_TREE
 from tests import manifests_render
 from tests.apiserver.helm import helm
+from troupe.config import parse_config
+from troupe.plugins.registry import IN_TREE
 
 
 def render(*settings: str) -> list[dict[str, Any]]:

@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.types import NodeSelector, NodeSelectorTerm, Requirement, SelectorOp
-from scheduler.framework.columns import map_selector_mask, node_selector_mask
 from tests.builders import make_node, table_of
+from troupe.api.types import NodeSelector, NodeSelectorTerm, Requirement, SelectorOp
+from troupe.framework.columns import map_selector_mask, node_selector_mask
 
 KEYS = ["a", "b", "n"]
 VALUES = ["1", "2", "10", "x"]

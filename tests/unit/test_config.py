@@ -15,7 +15,8 @@ from typing import Any, Final
 import pytest
 import yaml
 
-from scheduler.config import (
+from tests.unit.plugins.conftest import make_handle
+from troupe.config import (
     DEFAULT_SCHEDULER_NAME,
     FAST_PARSER,
     ClientConnection,
@@ -28,7 +29,7 @@ from scheduler.config import (
     load_yaml_documents,
     parse_config,
 )
-from scheduler.framework.interface import (
+from troupe.framework.interface import (
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
@@ -43,9 +44,8 @@ from scheduler.framework.interface import (
     ReservePlugin,
     ScorePlugin,
 )
-from scheduler.framework.runtime import Profile, ProfileError
-from scheduler.plugins.registry import IN_TREE
-from tests.unit.plugins.conftest import make_handle
+from troupe.framework.runtime import Profile, ProfileError
+from troupe.plugins.registry import IN_TREE
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "config"
 V1 = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -517,7 +517,7 @@ def test_troupe_section() -> None:
 def test_kube_scheduler_fields_without_effect_are_checked_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="scheduler.config"):
+    with caplog.at_level(logging.WARNING, logger="troupe.config"):
         c = fake(
             cfg(
                 parallelism=16,
@@ -1138,7 +1138,7 @@ def test_file_contents(tmp_path: Path) -> None:
 
 
 def test_cli_reports_config_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from scheduler.cli import main
+    from troupe.cli import main
 
     f = tmp_path / "c.yaml"
     f.write_text("profiles: [{plugins: {score: {enabled: [{name: PrioritySort}]}}}]\n")

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.config import default_config, parse_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import Simulation, simulate
 from tests.builders import make_node, make_pod
+from troupe.config import default_config, parse_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import Simulation, simulate
 
 EXAMPLES = int(os.environ.get("TROUPE_SWEEP", "300"))
 

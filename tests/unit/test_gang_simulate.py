@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scheduler.config import default_config, load_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import load_objects, simulate
+from troupe.config import default_config, load_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gang"
 

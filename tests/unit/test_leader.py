@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.clock import VirtualClock
-from scheduler.leader import InMemoryLeases, LeaderElector, LeaseRecord
+from troupe.clock import VirtualClock
+from troupe.leader import InMemoryLeases, LeaderElector, LeaseRecord
 
 
 async def step(clock: VirtualClock, seconds: float, dt: float = 0.5) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.cli import GC_THRESHOLDS, collect_for_long_run, freeze_synced
+from troupe.cli import GC_THRESHOLDS, collect_for_long_run, freeze_synced
 
 
 @pytest.fixture

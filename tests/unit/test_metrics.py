@@ -14,15 +14,15 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import default_config
-from scheduler.metrics import HealthChecks, Metrics, run_checks
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import Simulation, load_objects
 from tests.builders import make_node, make_pod
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import default_config
+from troupe.metrics import HealthChecks, Metrics, run_checks
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
+from troupe.simulate import Simulation, load_objects
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

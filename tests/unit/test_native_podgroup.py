@@ -1,5 +1,5 @@
 """Kubernetes' own gang API (scheduling.k8s.io PodGroups, pods' spec.schedulingGroup):
-read, keyed apart from scheduler-plugins' groups, scheduled with the same gang
+read, keyed apart from troupe-plugins' groups, scheduled with the same gang
 semantics, and given the status kube-scheduler writes."""
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod, parse_pod_group
-from scheduler.api.types import GroupKey, InvalidObject, PodGroup, PodKey, split_group_key
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import default_config
-from scheduler.framework.status import Code
-from scheduler.plugins.coscheduling.status import compute_native_status
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
-from scheduler.simulate import load_objects, simulate
 from tests.builders import make_node, make_pod
+from troupe.api.parse import parse_pod, parse_pod_group
+from troupe.api.types import GroupKey, InvalidObject, PodGroup, PodKey, split_group_key
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import default_config
+from troupe.framework.status import Code
+from troupe.plugins.coscheduling.status import compute_native_status
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
+from troupe.simulate import load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gang"
 TRAIN = GroupKey("scheduling.k8s.io/default/train")

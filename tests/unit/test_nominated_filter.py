@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import parse_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
 from tests.builders import PodBuilder, make_node, make_pod
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import parse_config
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
 
 HOST = "kubernetes.io/hostname"
 

@@ -14,10 +14,10 @@ import jsonschema
 import pytest
 import yaml
 
-from scheduler.api.parse import parse_pod, parse_pod_group
-from scheduler.api.types import Pod, PodGroup
-from scheduler.plugins.coscheduling.status import PHASES, compute_status
 from tests.builders import make_pod
+from troupe.api.parse import parse_pod, parse_pod_group
+from troupe.api.types import Pod, PodGroup
+from troupe.plugins.coscheduling.status import PHASES, compute_status
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 OURS = ROOT / "crds" / "scheduling.x-k8s.io_podgroups.yaml"

@@ -7,10 +7,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.config import default_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import simulate
 from tests.builders import make_node, make_pod
+from troupe.config import default_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import simulate
 
 nodes_st = st.lists(
     st.tuples(

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import Pod
-from scheduler.clock import VirtualClock
-from scheduler.framework.interface import (
+from tests.builders import make_pod
+from troupe.api.types import Pod
+from troupe.clock import VirtualClock
+from troupe.framework.interface import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
@@ -20,14 +21,13 @@ from scheduler.framework.interface import (
     QueuedPodInfo,
     QueueingHint,
 )
-from scheduler.framework.status import SUCCESS, Code, Status
-from scheduler.queue import (
+from troupe.framework.status import SUCCESS, Code, Status
+from troupe.queue import (
     MAX_INFLIGHT_EVENTS,
     FifoFallback,
     QueueStats,
     SchedulingQueue,
 )
-from tests.builders import make_pod
 
 NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD)
 NODE_TAINT = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT)
@@ -310,7 +310,7 @@ def test_move_on_event_follows_the_hints(
 def test_failing_hint_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     q = make_queue(hints=FIT_HINTS)
     parked(q, "p", "Broken")
-    with caplog.at_level(logging.ERROR, logger="scheduler.queue"):
+    with caplog.at_level(logging.ERROR, logger="troupe.queue"):
         assert q.move_on_event(NODE_ADD, None, None) == 1
     assert "queueing hint of Broken failed for pod default/p" in caplog.text
 

@@ -6,14 +6,14 @@ import asyncio
 
 import pytest
 
-from scheduler.api.types import NodeName, PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import BindConflict, InMemoryCluster
-from scheduler.config import default_config, parse_config
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 from tests.builders import make_node, make_pod
+from troupe.api.types import NodeName, PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import BindConflict, InMemoryCluster
+from troupe.config import default_config, parse_config
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 
 
 @pytest.mark.parametrize(

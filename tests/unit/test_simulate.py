@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.cli import main
-from scheduler.config import default_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import InputError, format_table, load_objects, simulate
 from tests.builders import make_node, make_pod
+from troupe.cli import main
+from troupe.config import default_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import InputError, format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sim"
 
@@ -170,10 +170,10 @@ def test_json_logs() -> None:
     import json as _json
     import logging
 
-    from scheduler.cli import JsonFormatter
+    from troupe.cli import JsonFormatter
 
     rec = logging.LogRecord(
-        "scheduler.scheduler",
+        "troupe.scheduler",
         logging.INFO,
         __file__,
         1,
@@ -182,7 +182,7 @@ def test_json_logs() -> None:
         None,
     )
     out = _json.loads(JsonFormatter().format(rec))
-    assert out["level"] == "INFO" and out["logger"] == "scheduler.scheduler"
+    assert out["level"] == "INFO" and out["logger"] == "troupe.scheduler"
     assert out["msg"] == "pod default/p is unschedulable: 0/1 nodes"
 
 
@@ -434,7 +434,7 @@ def test_troupe_command_ends_after_simulate_with_its_output_and_status() -> None
         [
             sys.executable,
             "-m",
-            "scheduler",
+            "troupe",
             "simulate",
             "-o",
             "json",
@@ -447,7 +447,7 @@ def test_troupe_command_ends_after_simulate_with_its_output_and_status() -> None
     assert ok.returncode == 0
     assert json.loads(ok.stdout)["pods"]["default/wants-qa"]["node"] == "qa-1"
     bad = subprocess.run(
-        [sys.executable, "-m", "scheduler", "simulate", str(FIXTURES / "no-such-file.yaml")],
+        [sys.executable, "-m", "troupe", "simulate", str(FIXTURES / "no-such-file.yaml")],
         capture_output=True,
         text=True,
         check=False,

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import default_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import InputError, Simulation, format_table, load_objects, simulate
+from troupe.config import default_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import InputError, Simulation, format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "preemption"
 

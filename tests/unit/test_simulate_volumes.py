@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.cli import main
-from scheduler.config import default_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import format_table, load_objects, simulate
+from troupe.cli import main
+from troupe.config import default_config
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "volumes"
 

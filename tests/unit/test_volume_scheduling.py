@@ -1,21 +1,21 @@
 """Pods with volumes through the whole scheduler, with the in-memory cluster and
-the simulated PV controller and provisioner (scheduler.volume_sim)."""
+the simulated PV controller and provisioner (troupe.volume_sim)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from scheduler.api.storage import ANN_SELECTED_NODE
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import parse_config
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
-from scheduler.volume_sim import VolumeControllers
 from tests.builders import make_node, make_pod
 from tests.volume_builders import pv, pvc, storage_class, with_claims
+from troupe.api.storage import ANN_SELECTED_NODE
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import parse_config
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
+from troupe.volume_sim import VolumeControllers
 
 FAST = storage_class("fast", provisioner="csi.example.com")
 

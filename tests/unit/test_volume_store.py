@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.api.storage import PersistentVolume, PersistentVolumeClaim, parse_storage_object
-from scheduler.volumes import VolumeStore
 from tests.volume_builders import pv, pvc
+from troupe.api.storage import PersistentVolume, PersistentVolumeClaim, parse_storage_object
+from troupe.volumes import VolumeStore
 
 
 def parsed(obj: dict[str, Any]) -> Any:

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.parse import (
+from tests.builders import PodBuilder, make_node, make_pod
+from troupe.api.parse import (
     parse_node,
     parse_object,
     parse_pod,
@@ -21,7 +22,7 @@ from scheduler.api.parse import (
     parse_timestamp,
     parse_workload,
 )
-from scheduler.api.types import (
+from troupe.api.types import (
     ContainerImage,
     HostPort,
     InvalidObject,
@@ -39,7 +40,6 @@ from scheduler.api.types import (
     TolerationOp,
     Workload,
 )
-from tests.builders import PodBuilder, make_node, make_pod
 
 GI = 2**30
 

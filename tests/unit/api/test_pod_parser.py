@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import PodParser, parse_pod
-from scheduler.api.types import InvalidObject, Pod, PriorityClass
 from tests.unit.api.test_parse import full_pod
+from troupe.api.parse import PodParser, parse_pod
+from troupe.api.types import InvalidObject, Pod, PriorityClass
 
 
 def parsed(parser: PodParser, obj: dict[str, Any], **kw: Any) -> Pod:

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from scheduler.api.quantity import (
+from troupe.api.quantity import (
     BAD_QUANTITY,
     OUT_OF_RANGE,
     milli_value,
@@ -14,7 +14,7 @@ from scheduler.api.quantity import (
     to_scaled,
     value,
 )
-from scheduler.api.types import CPU, ISOLATED_CPU_RESOURCE, MILLI_RESOURCES, ParseError
+from troupe.api.types import CPU, ISOLATED_CPU_RESOURCE, MILLI_RESOURCES, ParseError
 
 F = Fraction
 

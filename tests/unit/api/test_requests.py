@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod, pod_requests
-from scheduler.api.types import ISOLATED_CPU_RESOURCE, InvalidObject, Pod
 from tests.builders import PodBuilder, make_pod
+from troupe.api.parse import parse_pod, pod_requests
+from troupe.api.types import ISOLATED_CPU_RESOURCE, InvalidObject, Pod
 
 GI = 2**30
 MI = 2**20

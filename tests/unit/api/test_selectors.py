@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.selectors import (
+from troupe.api.selectors import (
     label_selector_from_map,
     labels_match_selector_map,
     node_selector_matches,
@@ -17,7 +17,7 @@ from scheduler.api.selectors import (
     parse_preferred_terms,
     preferred_terms_score,
 )
-from scheduler.api.types import (
+from troupe.api.types import (
     NodeSelector,
     NodeSelectorTerm,
     ParseError,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.taints import (
+from troupe.api.taints import (
     DO_NOT_SCHEDULE_EFFECTS,
     count_intolerable_prefer_no_schedule,
     find_untolerated,
@@ -16,7 +16,7 @@ from scheduler.api.taints import (
     prefer_no_schedule_tolerations,
     tolerations_tolerate,
 )
-from scheduler.api.types import ParseError, Taint, TaintEffect, Toleration, TolerationOp
+from troupe.api.types import ParseError, Taint, TaintEffect, Toleration, TolerationOp
 
 NS = TaintEffect.NO_SCHEDULE
 PNS = TaintEffect.PREFER_NO_SCHEDULE

@@ -10,18 +10,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import parse_config
-from scheduler.framework.runtime import INTERNAL_ERROR, plugin_error_message
-from scheduler.framework.status import SUCCESS
-from scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from scheduler.plugins.node_resources_fit import NodeResourcesFit
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
-from scheduler.plugins.registry import IN_TREE
-from scheduler.scheduler import Scheduler
 from tests.builders import make_node, make_pod
+from troupe.api.types import PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import parse_config
+from troupe.framework.runtime import INTERNAL_ERROR, plugin_error_message
+from troupe.framework.status import SUCCESS
+from troupe.plugins.inter_pod_affinity import InterPodAffinity
+from troupe.plugins.node_resources_fit import NodeResourcesFit
+from troupe.plugins.pod_topology_spread import PodTopologySpread
+from troupe.plugins.registry import IN_TREE
+from troupe.scheduler import Scheduler
 
 
 def boom(*_: Any, **__: Any) -> Any:
@@ -112,7 +112,7 @@ def test_a_raising_plugin_gives_an_internal_error_not_its_exception(
 
     async def go() -> None:
         key = add(s, cluster, "p")
-        with caplog.at_level(logging.ERROR, logger="scheduler.framework.runtime"):
+        with caplog.at_level(logging.ERROR, logger="troupe.framework.runtime"):
             s.schedule_one()
             await s.settle()
         assert s.last_failure[key] == message
@@ -126,7 +126,7 @@ def test_a_raising_plugin_gives_an_internal_error_not_its_exception(
         assert len(tracebacks) == 1 and "IndexError" in caplog.text
         # the retry hits the same bug: counted again, logged in one line
         caplog.clear()
-        with caplog.at_level(logging.ERROR, logger="scheduler.framework.runtime"):
+        with caplog.at_level(logging.ERROR, logger="troupe.framework.runtime"):
             clock.advance_by(60)
             s.queue.flush()
             s.schedule_one()

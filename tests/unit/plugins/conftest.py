@@ -7,20 +7,20 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import (
+from troupe.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
     FilterPlugin,
     NodeFilterPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ScoreExtensions,
 )
-from scheduler.framework.waiting_pods import WaitingPods
-from scheduler.snapshot import NodeTable
+from troupe.framework.waiting_pods import WaitingPods
+from troupe.snapshot import NodeTable
 
 
 class FakeLister:

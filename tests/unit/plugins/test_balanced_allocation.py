@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation, balanced_score
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.balanced_allocation import NodeResourcesBalancedAllocation, balanced_score
 
 GPU = "nvidia.com/gpu"
 ISO = "troupe.dev/isolated-cpu"

@@ -6,17 +6,17 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod_group
-from scheduler.api.types import NodeName, Pod, PodGroup
-from scheduler.clock import VirtualClock
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import NodeToStatus, PluginArgsError, QueuedPodInfo
-from scheduler.framework.status import Code
-from scheduler.framework.waiting_pods import WaitingPod
-from scheduler.plugins.coscheduling import Coscheduling
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import FakeLister, make_handle
+from troupe.api.parse import parse_pod_group
+from troupe.api.types import NodeName, Pod, PodGroup
+from troupe.clock import VirtualClock
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import NodeToStatus, PluginArgsError, QueuedPodInfo
+from troupe.framework.status import Code
+from troupe.framework.waiting_pods import WaitingPod
+from troupe.plugins.coscheduling import Coscheduling
 
 N = NodeName("n")
 

@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod
-from scheduler.api.selectors import parse_label_selector
-from scheduler.api.types import Pod, PodDisruptionBudget
-from scheduler.framework.interface import NodeToStatus, PluginArgsError
-from scheduler.framework.status import Code, Status
-from scheduler.plugins.default_preemption import (
+from tests.builders import make_pod
+from tests.unit.test_preemption import Harness
+from troupe.api.parse import parse_pod
+from troupe.api.selectors import parse_label_selector
+from troupe.api.types import Pod, PodDisruptionBudget
+from troupe.framework.interface import NodeToStatus, PluginArgsError
+from troupe.framework.status import Code, Status
+from troupe.plugins.default_preemption import (
     NOT_ELIGIBLE_NEVER,
     NOT_ELIGIBLE_TERMINATING,
     Candidate,
@@ -27,8 +29,6 @@ from scheduler.plugins.default_preemption import (
     pick_one,
     split_by_pdb_violation,
 )
-from tests.builders import make_pod
-from tests.unit.test_preemption import Harness
 
 NEG, LOW, MID, HIGH = -100, 0, 100, 1000
 SMALL = {"cpu": "100m", "memory": "100"}

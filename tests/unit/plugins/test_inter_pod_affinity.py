@@ -6,18 +6,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.config import default_config
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.inter_pod_affinity import (
+from tests.builders import make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.config import default_config
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import simulate
-from tests.builders import make_node, make_pod, table_of
-from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import simulate
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -236,7 +236,7 @@ def test_affinity_end_to_end_follows_the_first_pod() -> None:
 
 
 def test_queueing_hints_move_only_on_helpful_pod_events() -> None:
-    from scheduler.framework.interface import QueueingHint
+    from troupe.framework.interface import QueueingHint
 
     (pods_reg, _) = plugin().events_to_register()
     assert pods_reg.hint is not None

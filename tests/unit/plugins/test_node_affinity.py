@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.node_affinity import NodeAffinity
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.node_affinity import NodeAffinity
 
 NO = ("node(s) didn't match Pod's node affinity/selector",)
 

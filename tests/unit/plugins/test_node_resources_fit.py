@@ -19,25 +19,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.parse import parse_node
-from scheduler.api.types import InvalidObject, Pod
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import (
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.api.parse import parse_node
+from troupe.api.types import InvalidObject, Pod
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
     ActionType,
     ClusterEvent,
     EventResource,
     PluginArgsError,
     QueueingHint,
 )
-from scheduler.framework.status import Code
-from scheduler.plugins.node_resources_fit import (
+from troupe.framework.status import Code
+from troupe.plugins.node_resources_fit import (
     NodeResourcesFit,
     ShapePoint,
 )
-from scheduler.snapshot import IsolatedCPU, NodeTable, pod_charge
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
-from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.snapshot import IsolatedCPU, NodeTable, pod_charge
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"

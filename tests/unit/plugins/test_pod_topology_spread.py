@@ -9,19 +9,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.parse import parse_label_selector
-from scheduler.config import default_config
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.pod_topology_spread import (
+from tests.builders import make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.api.parse import parse_label_selector
+from troupe.config import default_config
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
 )
-from scheduler.plugins.registry import IN_TREE
-from scheduler.simulate import simulate
-from scheduler.snapshot import PodMatcher
-from tests.builders import make_node, make_pod, table_of
-from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.plugins.registry import IN_TREE
+from troupe.simulate import simulate
+from troupe.snapshot import PodMatcher
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -298,10 +298,10 @@ def test_no_do_not_schedule_violation_and_counts_stay_exact(
     )
 )
 def test_incremental_counts_equal_recounting(ops: list[tuple[int, str, bool]]) -> None:
-    from scheduler.api.types import NodeName, PodKey
-    from scheduler.cache import Cache
-    from scheduler.clock import VirtualClock
-    from scheduler.snapshot import Snapshot
+    from troupe.api.types import NodeName, PodKey
+    from troupe.cache import Cache
+    from troupe.clock import VirtualClock
+    from troupe.snapshot import Snapshot
 
     cache = Cache(VirtualClock())
     for n in NODES:
@@ -403,10 +403,10 @@ def test_system_defaults_end_to_end() -> None:
 
 
 def test_default_selector_from_workloads() -> None:
-    from scheduler.api.parse import parse_workload
-    from scheduler.api.types import Workload
-    from scheduler.cache import Cache
-    from scheduler.clock import VirtualClock
+    from troupe.api.parse import parse_workload
+    from troupe.api.types import Workload
+    from troupe.cache import Cache
+    from troupe.clock import VirtualClock
 
     c = Cache(VirtualClock())
     for obj in (
@@ -423,7 +423,7 @@ def test_default_selector_from_workloads() -> None:
         c.set_workload(w.kind, w.namespace, w.name, w)
     o = web("p").label("tier", "front").obj()
     o["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "ss"}]
-    from scheduler.api.parse import parse_pod
+    from troupe.api.parse import parse_pod
 
     pod = parse_pod(o)
     sel = c.default_selector(pod)  # type: ignore[arg-type]
@@ -432,7 +432,7 @@ def test_default_selector_from_workloads() -> None:
 
 
 def test_queueing_hints() -> None:
-    from scheduler.framework.interface import QueueingHint
+    from troupe.framework.interface import QueueingHint
 
     (pods_reg, _) = PodTopologySpread.new({}, make_handle()).events_to_register()
     assert pods_reg.hint is not None

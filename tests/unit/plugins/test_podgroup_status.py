@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod, parse_pod_group
-from scheduler.api.types import Pod, PodGroup
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.framework.handle import Handle
-from scheduler.framework.interface import ActionType, ClusterEvent, EventResource
-from scheduler.framework.waiting_pods import WaitingPods
-from scheduler.plugins.coscheduling.status import PodGroupStatusTracker, compute_status
 from tests.builders import make_pod
 from tests.unit.plugins.conftest import FakeLister
+from troupe.api.parse import parse_pod, parse_pod_group
+from troupe.api.types import Pod, PodGroup
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.framework.handle import Handle
+from troupe.framework.interface import ActionType, ClusterEvent, EventResource
+from troupe.framework.waiting_pods import WaitingPods
+from troupe.plugins.coscheduling.status import PodGroupStatusTracker, compute_status
 
 PG = parse_pod_group({"metadata": {"name": "g", "namespace": "default"}, "spec": {"minMember": 2}})
 assert isinstance(PG, PodGroup)

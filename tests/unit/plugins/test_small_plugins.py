@@ -6,19 +6,19 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.types import NodeName as NodeNameT
-from scheduler.cluster import BindConflict, InMemoryCluster
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import QueuedPodInfo
-from scheduler.framework.status import Code
-from scheduler.plugins.default_binder import BIND_CONFLICT, DefaultBinder
-from scheduler.plugins.node_name import NodeName
-from scheduler.plugins.node_ports import NodePorts
-from scheduler.plugins.node_unschedulable import NodeUnschedulable
-from scheduler.plugins.queuesort import PrioritySort
-from scheduler.plugins.scheduling_gates import SchedulingGates
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_filter
+from troupe.api.types import NodeName as NodeNameT
+from troupe.cluster import BindConflict, InMemoryCluster
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import QueuedPodInfo
+from troupe.framework.status import Code
+from troupe.plugins.default_binder import BIND_CONFLICT, DefaultBinder
+from troupe.plugins.node_name import NodeName
+from troupe.plugins.node_ports import NodePorts
+from troupe.plugins.node_unschedulable import NodeUnschedulable
+from troupe.plugins.queuesort import PrioritySort
+from troupe.plugins.scheduling_gates import SchedulingGates
 
 PORTS = ("node(s) didn't have free ports for the requested pod ports",)
 
@@ -136,7 +136,7 @@ async def test_default_binder() -> None:
 
 
 def test_plugins_without_arguments_refuse_them() -> None:
-    from scheduler.framework.interface import PluginArgsError
+    from troupe.framework.interface import PluginArgsError
 
     with pytest.raises(PluginArgsError) as e:
         NodePorts.new({"ports": [1]}, make_handle())

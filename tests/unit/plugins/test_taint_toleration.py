@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.plugins.taint_toleration import TaintToleration
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_filter, run_score
+from troupe.plugins.taint_toleration import TaintToleration
 
 GPU = "node(s) had untolerated taint {dedicated: gpu}"
 

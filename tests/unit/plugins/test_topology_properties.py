@@ -12,12 +12,12 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.api.parse import parse_label_selector
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.inter_pod_affinity import InterPodAffinity
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle
+from troupe.api.parse import parse_label_selector
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.inter_pod_affinity import InterPodAffinity
+from troupe.plugins.pod_topology_spread import PodTopologySpread
 
 KEYS = ["topology.kubernetes.io/zone", "region", "rack", "kubernetes.io/hostname"]
 APPS = ["a", "b"]

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState, StateKeyError
-from scheduler.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
+from troupe.framework.cycle_state import CycleState, StateKeyError
+from troupe.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 
 GPU = "nvidia.com/gpu"
 DEFAULT = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]

@@ -1,4 +1,4 @@
-"""Coscheduling: cases ported from scheduler-plugins' pkg/coscheduling/core/core_test.go
+"""Coscheduling: cases ported from troupe-plugins' pkg/coscheduling/core/core_test.go
 (kubernetes-sigs/scheduler-plugins at commit 903da7df82cb8794dda8f2d510ba1156111662dd):
 TestPreFilter and TestPermit, through Troupe's plugin (pre_filter, permit) as the
 scheduler calls it.
@@ -32,13 +32,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod_group
-from scheduler.api.types import NodeName, Pod, PodGroup
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.status import Code
-from scheduler.plugins.coscheduling import Coscheduling
 from tests.builders import PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import FakeLister, make_handle
+from troupe.api.parse import parse_pod_group
+from troupe.api.types import NodeName, Pod, PodGroup
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.status import Code
+from troupe.plugins.coscheduling import Coscheduling
 
 GO_ON = "go-on"  # upstream PreFilter returns nil
 

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.inter_pod_affinity import (
+from tests.builders import make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_filter
+from tests.unit.plugins.upstream_helpers import affinity, anti, expr, labels, pod_term
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
-from tests.builders import make_node, make_pod, table_of
-from tests.unit.plugins.conftest import make_handle, run_filter
-from tests.unit.plugins.upstream_helpers import affinity, anti, expr, labels, pod_term
 
 AFF = (ERR_REASON_AFFINITY,)
 ANTI = (ERR_REASON_ANTI_AFFINITY,)

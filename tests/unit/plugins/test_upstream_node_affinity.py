@@ -13,7 +13,7 @@ Plugin fixes these cases brought:
 - "Pod with an invalid value in Affinity term won't be scheduled onto the
   node": a NotIn value that is not a label value makes the term match no node
   (the API server accepts it; kube-scheduler's labels.NewRequirement refuses it);
-  Troupe matched it (scheduler/api/selectors.py).
+  Troupe matched it (troupe/api/selectors.py).
 - Test_isSchedulableAfterNodeChange: Troupe registered node events without a
   hint; it now has upstream's.
 
@@ -41,18 +41,18 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState, StateKeyError
-from scheduler.framework.interface import QueueingHint
-from scheduler.framework.status import Code
-from scheduler.plugins.node_affinity import (
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
+from tests.unit.plugins.conftest import make_handle, run_score
+from tests.unit.plugins.upstream_helpers import expr
+from troupe.framework.cycle_state import CycleState, StateKeyError
+from troupe.framework.interface import QueueingHint
+from troupe.framework.status import Code
+from troupe.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
     ERR_REASON_ENFORCED,
     ERR_REASON_POD,
     NodeAffinity,
 )
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
-from tests.unit.plugins.conftest import make_handle, run_score
-from tests.unit.plugins.upstream_helpers import expr
 
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 SKIP = "skip"

@@ -53,13 +53,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState, StateKeyError
-from scheduler.framework.interface import QueueingHint
-from scheduler.framework.status import Code
-from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
+from troupe.framework.cycle_state import CycleState, StateKeyError
+from troupe.framework.interface import QueueingHint
+from troupe.framework.status import Code
+from troupe.plugins.node_resources_fit import NodeResourcesFit
 
 U = Code.UNSCHEDULABLE
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE

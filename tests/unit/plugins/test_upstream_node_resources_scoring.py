@@ -31,10 +31,10 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.node_resources_fit import NodeResourcesFit, broken_linear
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.node_resources_fit import NodeResourcesFit, broken_linear
 
 EXT = "abc.com/xyz"
 DEFAULT = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]

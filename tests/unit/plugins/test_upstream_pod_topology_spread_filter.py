@@ -36,16 +36,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_label_selector
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.pod_topology_spread import (
+from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
+from tests.unit.plugins.conftest import FakeLister, make_handle, run_filter
+from tests.unit.plugins.upstream_helpers import expr
+from troupe.api.parse import parse_label_selector
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
 )
-from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
-from tests.unit.plugins.conftest import FakeLister, make_handle, run_filter
-from tests.unit.plugins.upstream_helpers import expr
 
 U = (ERR_REASON_CONSTRAINTS_NOT_MATCH,)  # fwk.Unschedulable
 UU = (ERR_REASON_NODE_LABEL_NOT_MATCH,)  # fwk.UnschedulableAndUnresolvable

@@ -37,10 +37,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_label_selector, parse_pod
-from scheduler.api.types import InvalidObject
-from scheduler.framework.cycle_state import CycleState
-from scheduler.plugins.pod_topology_spread import PodTopologySpread
 from tests.builders import NodeBuilder, PodBuilder, make_node, table_of
 from tests.unit.plugins.conftest import FakeLister, make_handle
 from tests.unit.plugins.test_upstream_pod_topology_spread_filter import (
@@ -54,6 +50,10 @@ from tests.unit.plugins.test_upstream_pod_topology_spread_filter import (
     spread,
     terminating,
 )
+from troupe.api.parse import parse_label_selector, parse_pod
+from troupe.api.types import InvalidObject
+from troupe.framework.cycle_state import CycleState
+from troupe.plugins.pod_topology_spread import PodTopologySpread
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -37,19 +37,19 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.cycle_state import CycleState, StateKeyError
-from scheduler.framework.interface import QueuedPodInfo, QueueingHint
-from scheduler.framework.status import Code
-from scheduler.plugins.node_name import ERR_REASON as NODE_NAME_REASON
-from scheduler.plugins.node_name import NodeName
-from scheduler.plugins.node_ports import ERR_REASON as PORTS_REASON
-from scheduler.plugins.node_ports import NodePorts
-from scheduler.plugins.node_unschedulable import ERR_REASON_UNSCHEDULABLE, NodeUnschedulable
-from scheduler.plugins.queuesort import PrioritySort
-from scheduler.plugins.scheduling_gates import SchedulingGates
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
+from troupe.framework.cycle_state import CycleState, StateKeyError
+from troupe.framework.interface import QueuedPodInfo, QueueingHint
+from troupe.framework.status import Code
+from troupe.plugins.node_name import ERR_REASON as NODE_NAME_REASON
+from troupe.plugins.node_name import NodeName
+from troupe.plugins.node_ports import ERR_REASON as PORTS_REASON
+from troupe.plugins.node_ports import NodePorts
+from troupe.plugins.node_unschedulable import ERR_REASON_UNSCHEDULABLE, NodeUnschedulable
+from troupe.plugins.queuesort import PrioritySort
+from troupe.plugins.scheduling_gates import SchedulingGates
 
 U = Code.UNSCHEDULABLE
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -29,12 +29,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.framework.interface import QueueingHint
-from scheduler.framework.status import Code
-from scheduler.plugins.taint_toleration import TaintToleration
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
+from troupe.framework.interface import QueueingHint
+from troupe.framework.status import Code
+from troupe.plugins.taint_toleration import TaintToleration
 
 PNS = "PreferNoSchedule"
 NS = "NoSchedule"

@@ -8,21 +8,6 @@ from typing import Any
 
 import pytest
 
-from scheduler.api.parse import parse_pod
-from scheduler.api.storage import ANN_SELECTED_NODE
-from scheduler.api.types import NodeName, Pod
-from scheduler.clock import VirtualClock
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.volume_binding import (
-    ERR_REASON_BIND_CONFLICT,
-    ERR_REASON_NODE_CONFLICT,
-    ERR_REASON_NOT_ENOUGH_SPACE,
-    ERR_REASON_PV_NOT_EXIST,
-    ERR_UNBOUND_IMMEDIATE,
-    VolumeBinding,
-)
-from scheduler.volume_sim import VolumeControllers
 from tests.builders import make_node, make_pod
 from tests.volume_builders import (
     World,
@@ -34,6 +19,21 @@ from tests.volume_builders import (
     with_claims,
     with_volume,
 )
+from troupe.api.parse import parse_pod
+from troupe.api.storage import ANN_SELECTED_NODE
+from troupe.api.types import NodeName, Pod
+from troupe.clock import VirtualClock
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.volume_binding import (
+    ERR_REASON_BIND_CONFLICT,
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_NOT_ENOUGH_SPACE,
+    ERR_REASON_PV_NOT_EXIST,
+    ERR_UNBOUND_IMMEDIATE,
+    VolumeBinding,
+)
+from troupe.volume_sim import VolumeControllers
 
 OK: list[str] = []
 

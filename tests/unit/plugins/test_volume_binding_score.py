@@ -12,23 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.api.parse import parse_pod
-from scheduler.api.types import Pod, PodKey
-from scheduler.clock import VirtualClock
-from scheduler.cluster import InMemoryCluster
-from scheduler.config import ConfigError, parse_config
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.features import Features
-from scheduler.framework.interface import PluginArgsError
-from scheduler.plugins.helper import ShapePoint, scaled, shape_table
-from scheduler.plugins.registry import IN_TREE
-from scheduler.plugins.volume_binding import (
-    DEFAULT_SHAPE,
-    VolumeBinding,
-    score_classes,
-)
-from scheduler.scheduler import Scheduler
-from scheduler.volume_sim import VolumeControllers
 from tests.builders import make_node, make_pod
 from tests.volume_builders import (
     World,
@@ -39,6 +22,23 @@ from tests.volume_builders import (
     storage_class,
     with_claims,
 )
+from troupe.api.parse import parse_pod
+from troupe.api.types import Pod, PodKey
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import ConfigError, parse_config
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.features import Features
+from troupe.framework.interface import PluginArgsError
+from troupe.plugins.helper import ShapePoint, scaled, shape_table
+from troupe.plugins.registry import IN_TREE
+from troupe.plugins.volume_binding import (
+    DEFAULT_SHAPE,
+    VolumeBinding,
+    score_classes,
+)
+from troupe.scheduler import Scheduler
+from troupe.volume_sim import VolumeControllers
 
 # ---- scorer.go (scorer_test.go TestScore) ------------------------------------------
 

@@ -8,22 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.api.parse import parse_pod
-from scheduler.api.storage import migrated_source, parse_storage_object
-from scheduler.api.types import Pod
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import EventResource, QueueingHint
-from scheduler.plugins.node_volume_limits import (
-    ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
-    NodeVolumeLimits,
-)
-from scheduler.plugins.volume_restrictions import (
-    ERR_REASON_DISK_CONFLICT,
-    ERR_REASON_RWOP_CONFLICT,
-    VolumeRestrictions,
-)
-from scheduler.plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
-from scheduler.snapshot import IsolatedCPU, pod_charge
 from tests.builders import make_node, make_pod
 from tests.volume_builders import (
     World,
@@ -34,6 +18,22 @@ from tests.volume_builders import (
     with_claims,
     with_volume,
 )
+from troupe.api.parse import parse_pod
+from troupe.api.storage import migrated_source, parse_storage_object
+from troupe.api.types import Pod
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import EventResource, QueueingHint
+from troupe.plugins.node_volume_limits import (
+    ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
+    NodeVolumeLimits,
+)
+from troupe.plugins.volume_restrictions import (
+    ERR_REASON_DISK_CONFLICT,
+    ERR_REASON_RWOP_CONFLICT,
+    VolumeRestrictions,
+)
+from troupe.plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
+from troupe.snapshot import IsolatedCPU, pod_charge
 
 OK: list[str] = []
 ZONE = "topology.kubernetes.io/zone"

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.api.types import Pod
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import FilterPlugin, NodeFilterPlugin, PreFilterPlugin
-from scheduler.framework.status import Code, Status
-from scheduler.snapshot import NodeTable
+from troupe.api.types import Pod
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import FilterPlugin, NodeFilterPlugin, PreFilterPlugin
+from troupe.framework.status import Code, Status
+from troupe.snapshot import NodeTable
 
 
 def filter_statuses(

@@ -1,0 +1,5 @@
+"""`python -m troupe` is the `troupe` command."""
+
+from troupe.cli import console
+
+console()

@@ -1,0 +1,120 @@
+"""The binding cycle (kube-scheduler's bindingCycle in schedule_one.go): wait on
+Permit, PreBind, Bind, PostBind, as an asyncio task; any failure runs
+Unreserve, forgets the assumed pod and requeues it, except a pod that someone
+else bound (read back after a 409)."""
+
+from __future__ import annotations
+
+import logging
+
+from troupe.api.types import (
+    NodeName,
+    Pod,
+)
+from troupe.cluster import BIND_CONFLICT
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    QueuedPodInfo,
+)
+from troupe.framework.runtime import Profile
+from troupe.framework.status import Status
+from troupe.state import SchedulerState, as_mapping, pod_ref
+
+log = logging.getLogger(__name__)
+
+
+class BindingCycle(SchedulerState):
+    """The binding cycle of one assumed pod, run as its own task."""
+
+    async def _binding_cycle(
+        self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
+    ) -> None:
+        pod = qpi.pod
+        waited_from = self.clock.now()
+        waiting = self.waiting_pods.get(pod.key) is not None
+        st = await profile.wait_on_permit(pod)
+        if waiting:
+            self.metrics.permit_wait.labels(
+                "Success" if st.is_success else "Unschedulable"
+            ).observe(self.clock.now() - waited_from)
+        if st.is_success:
+            st = await profile.run_pre_bind(state, pod, node)
+        if st.is_success:
+            st = await profile.run_bind(state, pod, node)
+        if not st.is_success:
+            bound_elsewhere = st.message.startswith(BIND_CONFLICT) and await self._bound_by_someone(
+                pod
+            )
+            self._binding_failed(profile, state, qpi, node, st, bound_elsewhere)
+            return
+        self.cache.finish_binding(pod.key)
+        self._scheduled += 1
+        self.metrics.pod_scheduling_attempts.observe(qpi.attempts)
+        if qpi.initial_attempt_timestamp is not None:
+            self.metrics.pod_scheduling_sli.labels(str(qpi.attempts)).observe(
+                max(0.0, self.clock.now() - qpi.initial_attempt_timestamp)
+            )
+        self.last_failure.pop(pod.key, None)
+        self._failure_codes.pop(pod.key, None)
+        self.queue.done(pod.key)
+        try:
+            await self.client.record_event(
+                pod_ref(pod),
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+                "Binding",
+            )
+        except Exception as e:
+            log.warning("could not record the Scheduled event of %s: %s", pod.key, e)
+        await profile.run_post_bind(state, pod, node)
+
+    async def _bound_by_someone(self, pod: Pod) -> bool:
+        """After a 409 on bind: is this very pod (same uid) bound now? A 409 is
+        also what a pod deleted and re-created under the same name gets (the
+        binding's UID precondition fails); that pod must be scheduled, not
+        forgotten. When the pod cannot be read, assume it is not bound: it is
+        requeued, and the watch removes it from the queue if it is."""
+        try:
+            cur = await self.client.read_pod(pod.key)
+        except Exception as e:
+            log.warning("could not read %s after a bind conflict: %s", pod.key, e)
+            return False
+        if cur is None:
+            return False
+        md, spec = as_mapping(cur.get("metadata")), as_mapping(cur.get("spec"))
+        return bool(spec.get("nodeName")) and (not pod.uid or md.get("uid") == pod.uid)
+
+    def _binding_failed(
+        self,
+        profile: Profile,
+        state: CycleState,
+        qpi: QueuedPodInfo,
+        node: NodeName,
+        st: Status,
+        bound_elsewhere: bool = False,
+    ) -> None:
+        pod = qpi.pod
+        self._bind_failures += 1
+        profile.run_unreserve(state, pod, node)
+        self.cache.forget_pod(pod.key)
+        self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        if bound_elsewhere:
+            log.info("pod %s was bound by someone else; forgetting it", pod.key)
+            self.queue.done(pod.key)
+            return
+        if self.cache.known_pod(pod.key) is None:
+            self.queue.done(pod.key)
+            return  # deleted meanwhile
+        self._handle_failure(
+            profile,
+            qpi,
+            st.message or "binding rejected",
+            st.code,
+            frozenset({st.plugin}) if st.plugin else frozenset(),
+            frozenset(),
+        )
+        self._notify()

@@ -1,0 +1,292 @@
+"""The `troupe` command: `simulate` and `version` (the operator adds `run`)."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Final, NoReturn
+
+from troupe import __version__
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from troupe.config import ConfigError, load_config
+    from troupe.framework.runtime import ProfileError
+    from troupe.plugins.registry import IN_TREE
+    from troupe.simulate import InputError, format_output, load_objects, simulate
+
+    try:
+        config = load_config(args.config, IN_TREE)
+    except ConfigError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    if args.seed is not None:
+        from dataclasses import replace
+
+        config = replace(config, troupe=replace(config.troupe, seed=args.seed))
+    if args.until is not None and not (math.isfinite(args.until) and args.until >= 0):
+        print(f"troupe: --until: must be a finite number >= 0, got {args.until}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        objects = load_objects(args.files)
+    except InputError as e:
+        print(f"troupe: {e}", file=sys.stderr)
+        return 2
+    t1 = time.perf_counter()
+    # The input lives until the end: the cyclic collector need not walk it
+    # again on every full collection while scheduling.
+    gc.freeze()
+    try:
+        result = simulate(objects, config, until=args.until)
+    except ProfileError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    finally:
+        gc.unfreeze()
+    t2 = time.perf_counter()
+    out = format_output(result, args.output)
+    sys.stdout.write(out + "\n")
+    sys.stdout.flush()
+    if args.timings:
+        pods = sum(1 for o in objects if o.get("kind") == "Pod")
+        print(
+            f"troupe: timings: read {t1 - t0:.3f} s ({len(objects)} objects), "
+            f"schedule {t2 - t1:.3f} s ({result.cycles} cycles, {pods} pods), "
+            f"output {time.perf_counter() - t2:.3f} s",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# The cyclic collector's thresholds for `troupe run`: (young, middle, old).
+# At CPython's (700, 10, 10) a scheduler under load spent a third of its CPU
+# collecting: a young collection every 700 objects of net growth promoted what
+# was merely in flight (requests, watch events, queued pods), and every 25 %
+# of growth of the old generation walked the whole heap (~0.5 s for 5000
+# nodes) to free nothing. Larger young generations leave in-flight objects
+# time to die by reference counting; the old one's 25 % rule stays.
+GC_THRESHOLDS: Final = (50_000, 20, 10)
+
+
+def collect_for_long_run() -> None:
+    """Set the collector's thresholds for a process that runs for long."""
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+def freeze_synced() -> None:
+    """Once the caches hold the initial lists: collect, then move everything
+    alive to the permanent generation (gc.freeze), which no collection walks
+    again. The caches, kopf and the modules live as long as the process; what
+    of them is freed later is freed by reference counting, and cyclic garbage
+    among them (none in the parsed objects) is bounded by what lives now."""
+    gc.collect()
+    gc.freeze()
+
+
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+    from dataclasses import replace
+
+    from troupe.config import ConfigError, load_config
+    from troupe.framework.runtime import ProfileError
+    from troupe.kube import KubeClient, load_api_client
+    from troupe.operator import run
+    from troupe.plugins.registry import IN_TREE
+
+    try:
+        config = load_config(args.config, IN_TREE)
+    except ConfigError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+    # Flags take precedence over the configuration file, as kube-scheduler's do.
+    cc = config.client_connection
+    cc = replace(
+        cc,
+        kubeconfig=args.kubeconfig if args.kubeconfig is not None else cc.kubeconfig,
+        qps=args.qps if args.qps is not None else cc.qps,
+        burst=args.burst if args.burst is not None else cc.burst,
+    )
+    le = config.leader_election
+    if args.lease_namespace is not None:
+        le = replace(le, resource_namespace=args.lease_namespace)
+    if args.leader_elect is not None:
+        le = replace(le, leader_elect=args.leader_elect)
+    config = replace(config, client_connection=cc, leader_election=le)
+    if cc.qps <= 0 or cc.burst < 1:
+        print("troupe: --qps must be > 0 and --burst >= 1", file=sys.stderr)
+        return 2
+    try:
+        kube = KubeClient(
+            load_api_client(cc.kubeconfig or None),
+            qps=cc.qps,
+            burst=cc.burst,
+            identity=args.identity,
+        )
+    except Exception as e:
+        print(f"troupe: cannot load cluster credentials: {e}", file=sys.stderr)
+        return 2
+    collect_for_long_run()
+    try:
+        return asyncio.run(
+            run(
+                config,
+                kube,
+                metrics_host=args.bind_address,
+                metrics_port=args.metrics_port,
+                identity=args.identity,
+                on_synced=freeze_synced,
+            )
+        )
+    except ProfileError as e:
+        print(f"troupe: configuration: {e}", file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="troupe", description="Troupe, a gang scheduler for Kubernetes"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="more logging (-vv: debug); `run` logs at info by default",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one object per line, for log collectors",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sim = sub.add_parser(
+        "simulate", help="schedule a cluster described in YAML or JSON, no API server"
+    )
+    sim.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses, "
+        "PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, "
+        "CSIDrivers and CSIStorageCapacities",
+    )
+    sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    sim.add_argument(
+        "--until",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop at this virtual time even if pods could still change",
+    )
+    sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
+    sim.add_argument(
+        "--timings",
+        action="store_true",
+        help="print to stderr the time spent reading the input, scheduling and printing",
+    )
+    sim.set_defaults(func=_simulate)
+    run = sub.add_parser("run", help="schedule pods in a cluster (in-cluster or --kubeconfig)")
+    run.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    run.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="a kubeconfig file (default: clientConnection.kubeconfig, else in-cluster, "
+        "else ~/.kube/config)",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="P",
+        help="port of /metrics, /healthz, /readyz (default: troupe.metricsPort)",
+    )
+    run.add_argument(
+        "--bind-address",
+        default="0.0.0.0",
+        help="address of /metrics and the health endpoints (default 0.0.0.0, as kube-scheduler)",
+    )
+    run.add_argument(
+        "--lease-namespace",
+        default=None,
+        help="namespace of the leader-election Lease (default: leaderElection.resourceNamespace, "
+        "kube-system)",
+    )
+    run.add_argument(
+        "--leader-elect",
+        default=None,
+        type=lambda v: {"true": True, "false": False}[v.lower()],
+        metavar="true|false",
+        help="take part in leader election (default: leaderElection.leaderElect, true)",
+    )
+    run.add_argument(
+        "--identity", default=None, help="this replica's name in the Lease (default: POD_NAME)"
+    )
+    run.add_argument("--qps", type=float, default=None, help="API requests per second (default 50)")
+    run.add_argument("--burst", type=int, default=None, help="API request burst (default 100)")
+    run.set_defaults(func=_run)
+    ver = sub.add_parser("version", help="print the version")
+    ver.set_defaults(func=lambda a: print(__version__) or 0)
+    return parser
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (and the exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return _main(argv)[0]
+
+
+def console() -> NoReturn:
+    """The `troupe` command (its console script and `python -m troupe`).
+
+    After `simulate` the process ends as soon as its output is flushed: the
+    interpreter's orderly shutdown would free a large input's millions of
+    objects one by one (over a second for 16000 objects as kubectl prints
+    them) and change nothing. Other commands shut down as usual."""
+    rc, command = _main(None)
+    if command != "simulate":
+        raise SystemExit(rc)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(rc)
+
+
+def _main(argv: Sequence[str] | None) -> tuple[int, str]:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    verbose = args.verbose + (1 if args.command == "run" else 0)
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler()
+    if args.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    return int(args.func(args)), str(args.command)
+
+
+if __name__ == "__main__":
+    console()

@@ -1,0 +1,243 @@
+"""How the core writes to the cluster: the `ClusterClient` protocol and an
+in-memory implementation.
+
+The core never imports kopf or the kubernetes client. It binds pods, patches
+PodGroup status, records Events and sets pod conditions through a
+`ClusterClient`. `kube.py` implements it against the API server; `InMemoryCluster`
+implements it here for the simulator, the benchmarks and tests, and feeds the
+consequences of those writes back to the scheduler as the API's watch would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from troupe.api.types import NodeName, PodKey
+from troupe.events import ObjectRef
+
+# The start of a bind failure's message on HTTP 409: the scheduler reads the pod
+# to tell "bound by someone" (forget it) from "re-created" (schedule it again).
+BIND_CONFLICT = "binding conflict"
+
+
+class BindConflict(Exception):
+    """HTTP 409 on bind. Not proof that the pod is bound: a pod deleted and
+    re-created under the same name fails the binding's UID precondition too.
+    The scheduler reads the pod (`read_pod`) before it decides."""
+
+
+class NotFound(Exception):
+    """The object is gone (HTTP 404)."""
+
+
+class Conflict(Exception):
+    """HTTP 409 on a write with a resourceVersion precondition: the object changed."""
+
+
+class NotLeader(Exception):
+    """A write was not sent: this replica no longer holds the Lease."""
+
+
+class ClusterClient(Protocol):
+    async def bind(self, pod: PodKey, uid: str, node: NodeName) -> None:
+        """Bind through pods/binding. Raises BindConflict, NotFound, or another error."""
+        ...
+
+    async def patch_pod_group_status(self, group: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch the PodGroup's status subresource (`group` is ns/name)."""
+        ...
+
+    async def record_event(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
+    ) -> None:
+        """Record an Event on `obj` (correlated and aggregated as client-go does)."""
+        ...
+
+    async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
+        """The pod as the API server has it now, or None if it is gone."""
+        ...
+
+    async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
+        """Set the PodScheduled condition."""
+        ...
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Merge-patch a PersistentVolume (VolumeBinding's claimRef); a
+        metadata.resourceVersion in the patch is a precondition. Returns the
+        object as written. Raises Conflict, NotFound, or another error."""
+        ...
+
+    async def patch_persistent_volume_claim(
+        self, key: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Merge-patch a PersistentVolumeClaim (`key` is ns/name; the
+        selected-node annotation), as `patch_persistent_volume`."""
+
+    async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
+        """Set status.nominatedNodeName, or clear it (None)."""
+        ...
+
+    async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
+        """Add the DisruptionTarget condition (status True) to a pod about to be deleted."""
+        ...
+
+    async def delete_pod(self, pod: PodKey, uid: str, grace_period_seconds: int | None) -> None:
+        """Delete the pod (precondition: its uid) with that grace period (None: the
+        pod's own). Raises NotFound if it is gone."""
+        ...
+
+
+@dataclass
+class RecordedEvent:
+    pod: PodKey  # namespace/name of the involved object
+    type: str
+    reason: str
+    message: str
+    obj: ObjectRef | None = None
+    action: str = ""
+
+
+@dataclass
+class InMemoryCluster:
+    """A ClusterClient that keeps objects as dicts and reports writes back.
+
+    `on_pod_bound(key, node)` is called after a successful bind, as the watch
+    would deliver the pod's MODIFIED event. Failures can be injected per pod:
+    `fail_binds[key] = [exception, ...]` raises them on successive binds.
+    """
+
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    events: list[RecordedEvent] = field(default_factory=list)
+    conditions: dict[str, dict[str, str]] = field(default_factory=dict)
+    fail_binds: dict[str, list[Exception]] = field(default_factory=dict)
+    on_pod_bound: Callable[[PodKey, NodeName], None] | None = None
+    # PersistentVolumes by name and claims by ns/name; `on_volume_write(kind,
+    # object)` is called after each write, as the watch would deliver it.
+    volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_volume_write: Callable[[str, dict[str, Any]], None] | None = None
+    volume_writes: int = 0
+    # Called after a delete with the pod's key and the grace period in effect; the
+    # pod keeps its deletionTimestamp until the caller removes it (as a kubelet would).
+    on_pod_deleted: Callable[[PodKey, int], None] | None = None
+    deletions: list[tuple[PodKey, int]] = field(default_factory=list)
+    binds: int = 0
+    status_patches: int = 0
+    condition_writes: int = 0
+
+    async def bind(self, pod: PodKey, uid: str, node: NodeName) -> None:
+        failures = self.fail_binds.get(pod)
+        if failures:
+            raise failures.pop(0)
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        spec = obj.setdefault("spec", {})
+        if spec.get("nodeName"):
+            raise BindConflict(f"pod {pod} is already assigned to node {spec['nodeName']!r}")
+        spec["nodeName"] = node
+        self.binds += 1
+        if self.on_pod_bound is not None:
+            self.on_pod_bound(pod, node)
+
+    async def patch_pod_group_status(self, group: str, status: Mapping[str, Any]) -> None:
+        obj = self.pod_groups.get(group)
+        if obj is None:
+            raise NotFound(group)
+        obj.setdefault("status", {}).update(status)
+        self.status_patches += 1
+
+    async def record_event(
+        self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
+    ) -> None:
+        key = PodKey(f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name)
+        self.events.append(RecordedEvent(key, event_type, reason, message, obj, action))
+
+    async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
+        return self.pods.get(pod)
+
+    async def set_pod_condition(self, pod: PodKey, status: str, reason: str, message: str) -> None:
+        self.conditions[pod] = {"status": status, "reason": reason, "message": message}
+        self.condition_writes += 1
+
+    async def patch_persistent_volume(
+        self, name: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._patch_volume("PersistentVolume", self.volumes, name, patch)
+
+    async def patch_persistent_volume_claim(
+        self, key: str, patch: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        return self._patch_volume("PersistentVolumeClaim", self.claims, key, patch)
+
+    def _patch_volume(
+        self, kind: str, store: dict[str, dict[str, Any]], key: str, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        obj = store.get(key)
+        if obj is None:
+            raise NotFound(key)
+        md = obj.setdefault("metadata", {})
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        if want is not None and str(want) != str(md.get("resourceVersion", "")):
+            raise Conflict(f"{kind} {key}: the object has been modified")
+        new = merge_patch(obj, patch)
+        self.volume_writes += 1
+        new.setdefault("metadata", {})["resourceVersion"] = str(
+            int(str(md.get("resourceVersion") or 0)) + 1
+        )
+        store[key] = new
+        if self.on_volume_write is not None:
+            self.on_volume_write(kind, new)
+        return new
+
+    async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        status = obj.setdefault("status", {})
+        if node:
+            status["nominatedNodeName"] = node
+        else:
+            status.pop("nominatedNodeName", None)
+
+    async def set_disruption_target(self, pod: PodKey, reason: str, message: str) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        conds = obj.setdefault("status", {}).setdefault("conditions", [])
+        conds[:] = [c for c in conds if c.get("type") != "DisruptionTarget"]
+        conds.append(
+            {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": message}
+        )
+
+    async def delete_pod(self, pod: PodKey, uid: str, grace_period_seconds: int | None) -> None:
+        obj = self.pods.get(pod)
+        if obj is None or (uid and obj.get("metadata", {}).get("uid", uid) != uid):
+            raise NotFound(pod)
+        grace = grace_period_seconds
+        if grace is None:
+            grace = int(obj.get("spec", {}).get("terminationGracePeriodSeconds", 30))
+        obj.setdefault("metadata", {}).setdefault("deletionTimestamp", "1970-01-01T00:00:00Z")
+        self.deletions.append((pod, grace))
+        if self.on_pod_deleted is not None:
+            self.on_pod_deleted(pod, grace)
+
+
+def merge_patch(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch (what kubectl/the API do for merge-patch+json)."""
+    out = dict(obj)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge_patch(out[k], v)
+        elif isinstance(v, Mapping):
+            out[k] = merge_patch({}, v)
+        else:
+            out[k] = v
+    return out

@@ -1,0 +1,417 @@
+"""Event handling: cluster events into the cache, the queue and the plugins
+(kube-scheduler's eventhandlers.go), and the reports written on objects that
+cannot be read. A standby replica handles every event too (its cache stays
+warm) but writes nothing until it leads (`enable_writes`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Final
+
+from troupe.api.parse import (
+    parse_node,
+    parse_pdb,
+    parse_pod_group,
+    parse_priority_class,
+    parse_workload,
+)
+from troupe.api.storage import parse_storage_object
+from troupe.api.types import (
+    NATIVE_POD_GROUP_API,
+    GroupKey,
+    InvalidObject,
+    Node,
+    Pod,
+    PodKey,
+    pod_group_key,
+)
+from troupe.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+)
+from troupe.framework.status import Code, Status
+from troupe.plugins.scheduling_gates import SchedulingGates
+from troupe.queue import pod_updated
+from troupe.state import SchedulerState, as_mapping, object_ref, pod_ref, pod_scheduled_condition
+
+log = logging.getLogger(__name__)
+
+SCHEDULING_GATES: Final = SchedulingGates.NAME
+
+
+class EventHandlers(SchedulerState):
+    """The on_* handlers the operator (or the simulator) feeds cluster events to."""
+
+    def handles(self, pod: Pod) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    def _pre_enqueue(self, pod: Pod) -> Status:
+        st = self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
+        self._report_gate(pod, st)
+        return st
+
+    def _report_gate(self, pod: Pod, st: Status) -> None:
+        """Say on the pod why PreEnqueue keeps it waiting (a missing or invalid
+        PodGroup...): PodScheduled=False, reason Unschedulable, and an event, once
+        per change of the message, however often the pod's events repeat.
+        SchedulingGates is left out: the pod's own spec says why it waits."""
+        key = pod.key
+        if st.is_success or st.plugin == SCHEDULING_GATES:
+            self._gate_reported.pop(key, None)
+            self._held_gates.pop(key, None)
+            return
+        message = st.message or f"rejected by PreEnqueue plugin {st.plugin}"
+        if self._gate_reported.get(key) == message:
+            return
+        self.last_failure[key] = message
+        self._failure_codes[key] = st.code
+        if not self.writes_enabled:
+            self._held_gates[key] = (pod, message)
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no running loop (a synchronous caller): next time
+            return
+        self._spawn(self._report_failure(pod_ref(pod), message, pod_scheduled_condition(pod.raw)))
+        self._gate_reported[key] = message
+
+    def _failure_of(self, key: PodKey) -> tuple[str, Code] | None:
+        """The message and code of the pod's last failed attempt (Handle.failure)."""
+        message = self.last_failure.get(key)
+        if message is None:
+            return None
+        return message, self._failure_codes.get(key, Code.UNSCHEDULABLE)
+
+    def on_priority_class(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pc = parse_priority_class(obj)
+        if isinstance(pc, InvalidObject):
+            self._report_invalid(pc)
+            return
+        if deleted:
+            self.priority_classes.pop(pc.name, None)
+        else:
+            self.priority_classes[pc.name] = pc
+
+    def on_workload(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A Service, ReplicaSet, StatefulSet or ReplicationController (spreading
+        defaults build their selector from them)."""
+        w = parse_workload(obj)
+        if isinstance(w, InvalidObject):
+            self._report_invalid(w)
+            return
+        self.cache.set_workload(w.kind, w.namespace, w.name, None if deleted else w)
+
+    def on_pdb(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A policy/v1 PodDisruptionBudget (preemption respects them, best effort)."""
+        pdb = parse_pdb(obj)
+        if isinstance(pdb, InvalidObject):
+            self._report_invalid(pdb)
+            return
+        if deleted:
+            self.handle.pdbs.pop(pdb.key, None)
+        else:
+            self.handle.pdbs[pdb.key] = pdb
+
+    def on_namespace(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        md = obj.get("metadata")
+        if not isinstance(md, Mapping) or not isinstance(md.get("name"), str):
+            log.warning("ignoring a Namespace without metadata.name")
+            return
+        labels = md.get("labels") if isinstance(md.get("labels"), Mapping) else {}
+        self.cache.set_namespace(md["name"], None if deleted else labels)
+
+    def on_volume_object(self, kind: str, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode,
+        CSIDriver or CSIStorageCapacity (`kind`), into the volume store."""
+        new = parse_storage_object(kind, obj)
+        if isinstance(new, InvalidObject):
+            self._report_invalid(new)
+            return
+        self.invalid.pop(new.key if hasattr(new, "key") else new.name, None)
+        old = self.cache.volumes.set(new, deleted)
+        action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
+        self._emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
+        self._notify()
+
+    def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        if deleted:
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            old = self.cache.node(name)
+            self.cache.remove_node(name)
+            self.invalid.pop(name, None)
+            self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
+            return
+        node = parse_node(obj, self.milli)
+        if isinstance(node, InvalidObject):
+            self._report_invalid(node)
+            # A node we cannot read is not one we place pods on: a known node
+            # updated to an unreadable state leaves scheduling (its pods stay
+            # known and are charged again when a readable version arrives).
+            # kube's admission would have refused such an update.
+            gone = self.cache.node(node.name)
+            if gone is not None:
+                self.cache.remove_node(node.name)
+                self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), gone, None)
+            return
+        self.invalid.pop(node.name, None)
+        old = self.cache.node(node.name)
+        if old is None:
+            self.cache.add_node(node)
+            event = ClusterEvent(EventResource.NODE, ActionType.ADD)
+        else:
+            self.cache.update_node(node)
+            action = _node_update_action(old, node)
+            if not action:
+                return
+            event = ClusterEvent(EventResource.NODE, action)
+        self._emit(event, old, node)
+        self._notify()
+
+    def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pod = self.pod_parser.parse(obj, self.priority_classes, self.milli)
+        if deleted:
+            self.pod_parser.forget(obj)
+        if isinstance(pod, InvalidObject):
+            if deleted:
+                self._forget_pod(PodKey(pod.key))
+            else:
+                self._report_invalid(pod, obj)
+            return
+        self.invalid.pop(pod.key, None)
+        key = pod.key
+        if deleted:
+            self._forget_pod(key)
+            self._on_pod_deleted(pod)
+            return
+        if pod.node_name:
+            self._on_assigned_pod(pod)
+            return
+        if not self.handles(pod):
+            return
+        if self._known_elsewhere(pod):
+            return
+        old = self.queue.get(key)
+        self.cache.track_pending(pod)
+        self._track_nomination(pod)
+        if pod.deleting:
+            self.queue.delete(key)
+            return
+        if old is None:
+            if self.cache.is_assumed(key):
+                return  # being bound by us; the bound event will follow
+            self.queue.add(pod)
+            qpi = self.queue.get(key)
+            where = "gated" if qpi is not None and qpi.gated else "active"
+            self.metrics.queue_incoming.labels(where, "PodAdd").inc()
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
+        else:
+            changed = pod_updated(old.pod, pod)
+            self.queue.update(old.pod, pod)
+            if not changed:
+                # Only status or bookkeeping changed (our own PodScheduled condition
+                # coming back, a re-list): kube-scheduler ignores such updates.
+                return
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
+        self._notify()
+
+    def _track_nomination(self, pod: Pod) -> None:
+        """A pending pod's status.nominatedNodeName into the nominator; an update
+        without one keeps the nomination we hold (our write may not be back yet),
+        as kube-scheduler's nominator does."""
+        status = as_mapping(pod.raw.get("status"))
+        node = status.get("nominatedNodeName")
+        if isinstance(node, str) and node:
+            self.handle.nominator.add(pod, node)
+        else:
+            self.handle.nominator.update(pod)
+
+    def _known_elsewhere(self, pod: Pod) -> bool:
+        """Whether a pending pod's event is stale: the cache holds the pod bound.
+
+        A new leader's first list, a replayed watch or a simulator input may show a
+        pod pending after we saw it bound; queueing it would schedule it twice.
+        A different uid under the same name is a re-created pod: the bound one
+        is gone (its delete was missed), so it leaves the cache.
+        """
+        key = pod.key
+        cached = self.cache.pod(key)
+        if cached is None or self.cache.is_assumed(key):
+            return False  # an assumed pod's pending updates are tracked below
+        if pod.uid and cached.uid and pod.uid != cached.uid:
+            log.info("pod %s was re-created (uid %s); dropping the old one", key, pod.uid)
+            self.cache.remove_pod(key)
+            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), cached, None)
+            return False
+        log.info("ignoring a pending event of pod %s: it is bound to %s", key, cached.node_name)
+        if key in self.queue:
+            self.queue.delete(key)
+        return True
+
+    def _on_assigned_pod(self, pod: Pod) -> None:
+        key = pod.key
+        self._gate_reported.pop(key, None)
+        self.handle.nominator.delete(key)
+        if key in self.queue:
+            self.queue.delete(key)
+        self.cache.untrack_pending(key)
+        old = self.cache.pod(key)
+        if old is None or self.cache.is_assumed(key):
+            self.cache.add_pod(pod)
+            self.last_failure.pop(key, None)
+            self._failure_codes.pop(key, None)
+            if old is None:
+                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
+        else:
+            self.cache.update_pod(old, pod)
+            action = _pod_update_action(old, pod)
+            if action:
+                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
+        self._notify()
+
+    def _forget_pod(self, key: PodKey) -> None:
+        """A deleted pod leaves nothing behind: every per-pod record of its
+        failures and of what was reported on it goes here, in one place."""
+        self.invalid.pop(key, None)
+        self.last_failure.pop(key, None)
+        self._failure_codes.pop(key, None)
+        self._gate_reported.pop(key, None)
+        self._held_gates.pop(key, None)
+        self._reported.pop(key, None)
+        self._held_reports.pop(key, None)
+
+    def _on_pod_deleted(self, pod: Pod) -> None:
+        key = pod.key
+        self.handle.nominator.delete(key)
+        self.queue.delete(key)
+        self.cache.untrack_pending(key)
+        wp = self.waiting_pods.get(key)
+        if wp is not None:
+            wp.reject("", "pod deleted while waiting at Permit")
+        old = self.cache.pod(key)
+        if old is None:
+            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.DELETE), pod, None)
+        elif not self.cache.is_assumed(key):
+            self.cache.remove_pod(key)
+            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None)
+            self._notify()
+
+    def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        pg = parse_pod_group(obj)
+        if isinstance(pg, InvalidObject):
+            api = str(obj.get("apiVersion") or "")
+            native = api.split("/")[0] == NATIVE_POD_GROUP_API
+            self._on_invalid_pod_group(pg, deleted, pod_group_key(pg.namespace, pg.name, native))
+            return
+        old = self.cache.pod_group(pg.key)
+        if deleted:
+            self.cache.remove_pod_group(pg.key)
+            action = ActionType.DELETE
+        elif old is None:
+            self.cache.add_pod_group(pg)
+            action = ActionType.ADD
+        else:
+            self.cache.update_pod_group(pg)
+            action = ActionType.UPDATE
+            if replace(old, status=pg.status) == pg:
+                return  # only the status changed (our own patch coming back)
+        self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
+        self._notify()
+
+    def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool, key: GroupKey) -> None:
+        """An unreadable PodGroup: its members wait and say why ("is invalid:
+        spec.minMember: ..."), not "not found"; a readable version known before
+        stops being used."""
+        old = self.cache.pod_group(key)
+        if deleted:
+            self.cache.remove_pod_group(key)
+            self.invalid.pop(bad.key, None)
+        else:
+            self._report_invalid(bad)
+            self.cache.set_invalid_pod_group(key, bad.message)
+        if old is not None:
+            self._emit(ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE), old, None)
+        # Members gated on the group run PreEnqueue again, so their reason changes.
+        self._activate(p.key for p in self.cache.pods_in_group(key))
+
+    def _report_invalid(self, bad: InvalidObject, obj: Mapping[str, Any] | None = None) -> None:
+        """Log a malformed object once per change and, for a pod that is ours,
+        report it on the pod (FailedScheduling event and PodScheduled condition)."""
+        if bad.kind != "Pod":
+            if self.invalid.get(bad.key) != bad:
+                log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
+            self.invalid[bad.key] = bad
+            return
+        raw: Mapping[str, Any] = obj if isinstance(obj, Mapping) else {}
+        spec = as_mapping(raw.get("spec"))
+        key = PodKey(bad.key)
+        if self.invalid.get(bad.key) != bad:
+            log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
+        self.invalid[bad.key] = bad
+        self.last_failure[key] = bad.message
+        if spec.get("schedulerName", "default-scheduler") not in self.profiles:
+            return  # not ours: another scheduler reports it
+        node = spec.get("nodeName")
+        if isinstance(node, str) and node:
+            return  # already bound: nothing for a scheduler to say
+        ref = object_ref(raw, "Pod", bad.namespace, bad.name)
+        if self._reported.get(key) == (ref.uid, bad.message):
+            return  # said already for this pod and this problem
+        if not self.writes_enabled:
+            self._held_reports[key] = (ref, bad.message)
+            return
+        self._reported[key] = (ref.uid, bad.message)
+        self._spawn(self._report_failure(ref, bad.message, pod_scheduled_condition(raw)))
+
+    def enable_writes(self) -> None:
+        """This replica leads now: write what was held back while standing by."""
+        self.writes_enabled = True
+        # Statuses computed while standing by were not written: recompute them.
+        for pg in self.cache.pod_groups():
+            event = ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE)
+            for watcher in self.handle.watchers:
+                try:
+                    watcher(event, pg, pg)
+                except Exception:
+                    log.exception("event watcher failed on %s", event)
+        gates, self._held_gates = self._held_gates, {}
+        for pk, (gated, why) in gates.items():
+            if pk in self.queue and self._gate_reported.get(pk) != why:
+                self._gate_reported[pk] = why
+                self._spawn(
+                    self._report_failure(pod_ref(gated), why, pod_scheduled_condition(gated.raw))
+                )
+        held, self._held_reports = self._held_reports, {}
+        for key, (ref, message) in held.items():
+            if self.invalid.get(key) is None:
+                continue  # fixed or deleted meanwhile
+            self._reported[key] = (ref.uid, message)
+            self._spawn(self._report_failure(ref, message, None))
+
+
+def _node_update_action(old: Node, new: Node) -> ActionType:
+    """Which scheduling properties changed (kube-scheduler's nodeSchedulingPropertiesChange)."""
+    action = ActionType(0)
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.images != new.images:
+        action |= ActionType.UPDATE_OTHER
+    return action
+
+
+def _pod_update_action(old: Pod, new: Pod) -> ActionType:
+    action = ActionType(0)
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_POD_LABEL
+    if old.requests != new.requests or (new.terminal and not old.terminal):
+        action |= ActionType.UPDATE_POD_SCALE_DOWN
+    if not action and old.raw is not new.raw:
+        action |= ActionType.UPDATE_OTHER
+    return action

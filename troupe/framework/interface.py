@@ -1,0 +1,374 @@
+"""One Protocol per extension point: what a plugin implements.
+
+A plugin class subclasses each Protocol it implements (so `isinstance` tells the
+runtime which points it serves, and enabling it at another point fails at
+start-up), declares `NAME: Final`, and has a `new(args, handle)` classmethod
+that validates its typed arguments (`PluginArgsError` naming the field).
+
+Filter and Score are columnar (docs/design.md, "Plugins see columns"): they
+receive the node table and the candidate rows and answer for all rows at once.
+A plugin that cannot be vectorised implements `NodeFilterPlugin` /
+`NodeScorePlugin` instead, one node at a time, and the runtime adapts it.
+
+Only the binding-cycle points that may wait (`pre_bind`, `bind`, `post_bind`)
+are `async`; everything in the scheduling cycle is a plain function.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from troupe.api.types import NodeName, Pod
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from troupe.framework.handle import Handle
+    from troupe.snapshot import NodeTable
+
+BoolArray = npt.NDArray[np.bool_]
+Int64Array = npt.NDArray[np.int64]
+IntpArray = npt.NDArray[np.intp]
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+class PluginArgsError(ValueError):
+    """Bad plugin arguments; `field` is the path inside the plugin's args."""
+
+    def __init__(self, field_path: str, problem: str) -> None:
+        super().__init__(f"{field_path}: {problem}")
+        self.field_path = field_path
+        self.problem = problem
+
+
+# ---- records passed to plugins -----------------------------------------------
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    """A pod in the scheduling queue, with its attempt history."""
+
+    pod: Pod
+    timestamp: float  # when it last entered the activeQ (kube-scheduler's Timestamp)
+    initial_attempt_timestamp: float | None = None
+    attempts: int = 0
+    seq: int = 0  # arrival order, a tie-break and the FIFO fallback's order
+    unschedulable_plugins: frozenset[str] = frozenset()
+    pending_plugins: frozenset[str] = frozenset()
+    gated: bool = False
+    gating_plugin: str = ""
+    message: str = ""  # the last reason it did not schedule
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Nodes a PreFilter plugin already knows are the only candidates."""
+
+    node_names: frozenset[str] | None = None  # None: all nodes
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """A Filter plugin's answer for the rows it was given.
+
+    `rejected[i, j]` says that reason `reasons[j]` rejects row `rows[i]`; a row
+    is feasible when no reason rejects it. `codes[j]` is the Code of reason j
+    (UNSCHEDULABLE unless the node can never fit, then
+    UNSCHEDULABLE_AND_UNRESOLVABLE).
+    """
+
+    reasons: tuple[str, ...]
+    rejected: BoolArray  # shape (len(rows), len(reasons))
+    codes: tuple[Code, ...] = ()
+
+    @staticmethod
+    def all_pass(n: int) -> FilterResult:
+        return FilterResult((), np.zeros((n, 0), dtype=bool), ())
+
+    @staticmethod
+    def single(reason: str, rejected: BoolArray, code: Code = Code.UNSCHEDULABLE) -> FilterResult:
+        return FilterResult((reason,), rejected.reshape(-1, 1), (code,))
+
+    @property
+    def feasible(self) -> BoolArray:
+        if self.rejected.shape[1] == 0:
+            return np.ones(self.rejected.shape[0], dtype=bool)
+        if self.rejected.shape[1] == 1:
+            out: BoolArray = ~self.rejected[:, 0]
+            return out
+        out2: BoolArray = np.logical_not(np.logical_or.reduce(self.rejected, axis=1))
+        return out2
+
+    def code_of(self, j: int) -> Code:
+        return self.codes[j] if j < len(self.codes) else Code.UNSCHEDULABLE
+
+
+@dataclass(frozen=True, slots=True)
+class NodeToStatus:
+    """Why each rejected node was rejected (for PostFilter and diagnostics)."""
+
+    statuses: Mapping[str, Status]  # node name -> Status with its reasons
+    num_all_nodes: int
+    # The status of the nodes not in `statuses`: None is UnschedulableAndUnresolvable
+    # (excluded by a PreFilterResult); a PreFilter rejection gives its own.
+    absent: Status | None = None
+
+
+# ---- cluster events and queueing hints -----------------------------------------
+
+
+class EventResource(enum.StrEnum):
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    POD_GROUP = "PodGroup"
+    PRIORITY_CLASS = "PriorityClass"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+    WILDCARD = "*"
+
+
+class ActionType(enum.IntFlag):
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATION = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE_OTHER = 4096
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATION
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
+        | UPDATE_OTHER
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: EventResource
+    action: ActionType
+    label: str = ""
+
+    def matches(self, incoming: ClusterEvent) -> bool:
+        """Whether this registered event covers `incoming` (kube-scheduler's Match)."""
+        if self.resource is EventResource.WILDCARD:
+            return bool(self.action & incoming.action)
+        same = self.resource == incoming.resource or (
+            self.resource is EventResource.POD
+            and incoming.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+        )
+        return same and bool(self.action & incoming.action)
+
+
+class QueueingHint(enum.Enum):
+    SKIP = 0
+    QUEUE = 1
+
+
+QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+"""(the pod waiting, old object or None, new object or None) -> hint."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None  # None: always QUEUE
+
+
+# ---- extension points -------------------------------------------------------
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    @property
+    def NAME(self) -> str: ...
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Plugin: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: Pod) -> Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool: ...
+
+    def sort_key(self, p: QueuedPodInfo) -> Any:
+        """A key consistent with `less` (a < b iff less(a, b)); the queue sorts by it."""
+        ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> FilterResult: ...
+
+
+@runtime_checkable
+class NodeFilterPlugin(Plugin, Protocol):
+    """The per-node form of Filter; the runtime adapts it to columns."""
+
+    def filter_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> Status: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        """Returns (nominated node name or None, status)."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(
+        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+    ) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
+        """Raw scores for `rows`. Without `normalize_score`, in [0, 100]."""
+        ...
+
+
+@runtime_checkable
+class NodeScorePlugin(Plugin, Protocol):
+    """The per-node form of Score; the runtime adapts it to columns."""
+
+    def score_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> int: ...
+
+
+@runtime_checkable
+class ScoreExtensions(Protocol):
+    def normalize_score(self, state: CycleState, pod: Pod, scores: Int64Array) -> Int64Array:
+        """Map raw scores to [0, 100] (may work in place and return the array)."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: CycleState, pod: Pod, node: NodeName) -> tuple[Status, float]:
+        """(status, timeout seconds for WAIT)."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: CycleState, pod: Pod, node: NodeName) -> Status: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    async def post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None: ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]: ...
+
+
+# Extension point names as in KubeSchedulerConfiguration, with their Protocols.
+# A plugin serves a point if it is an instance of any of the listed Protocols.
+EXTENSION_POINTS: Mapping[str, tuple[type, ...]] = {
+    "preEnqueue": (PreEnqueuePlugin,),
+    "queueSort": (QueueSortPlugin,),
+    "preFilter": (PreFilterPlugin,),
+    "filter": (FilterPlugin, NodeFilterPlugin),
+    "postFilter": (PostFilterPlugin,),
+    "preScore": (PreScorePlugin,),
+    "score": (ScorePlugin, NodeScorePlugin),
+    "reserve": (ReservePlugin,),
+    "permit": (PermitPlugin,),
+    "preBind": (PreBindPlugin,),
+    "bind": (BindPlugin,),
+    "postBind": (PostBindPlugin,),
+}
+
+
+class NoArgs:
+    """Base for plugins that take no arguments: `new` refuses any, naming it."""
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        for k in args:
+            raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
+        return cls()
+
+
+def implements(plugin: object, point: str) -> bool:
+    """Whether a plugin class (or instance) declares the extension point.
+
+    Plugins say what they are by subclassing the Protocols (docs/design.md, "Plugins"), so this
+    looks at the class hierarchy, not at which methods happen to exist.
+    """
+    cls = plugin if isinstance(plugin, type) else type(plugin)
+    return any(proto in cls.__mro__ for proto in EXTENSION_POINTS[point])
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """A plugin enabled in a profile: its name, weight (score only) and raw args."""
+
+    name: str
+    weight: int = 1
+    args: Mapping[str, Any] = field(default_factory=dict)
+    # Where `args` came from in the configuration file, to name bad fields.
+    args_path: str = ""

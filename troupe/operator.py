@@ -1,0 +1,630 @@
+"""The kopf operator: feeds the cluster into the scheduler and runs it.
+
+The only module that imports kopf. kopf runs in its own thread and event loop
+(kopf cancels tasks it did not create once it runs, and its watchers must not
+share a loop with the scheduling cycle). kopf's watch streams feed an
+`Intake`, which hands the objects to the scheduler's loop in batches. No
+progress annotations or finalizers are put on objects we do not own: kopf has
+no resource handlers at all (see `build_registry`), with posting and CRD
+scanning turned off. The same object may arrive several times (list, watch,
+re-list): the scheduler's handlers are idempotent upserts.
+
+kopf's watch stream (`infinite_watch`) is a private API of kopf 1.45, hence
+the pin `kopf>=1.45,<1.46`.
+
+kopf logs in with the credentials the kubernetes client loaded (`troupe run
+--kubeconfig`, `clientConnection.kubeconfig`, or the in-cluster service
+account): one way in for the watches and the writes.
+
+`run()` is what `troupe run` does. Every replica watches, lists every kind into
+its cache and then answers /readyz 200, leader or not (as kube-scheduler's
+standbys do). Leader election runs in a child process of its own, with its
+own API connection and interpreter, so scheduling work cannot delay a renewal. Only the leader
+schedules and writes: the scheduling-work writes are fenced by
+`LeaderElector.leading()` (a leader that could not renew within renewDeadline
+sends nothing more), and a replica that loses the Lease stops at once and exits
+(1), as kube-scheduler does; the next leader rebuilds its state from the API.
+With `leaderElection.leaderElect: false` there is no Lease and the replica
+schedules once its caches are synced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import logging
+import multiprocessing
+import signal
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Final, cast
+
+import kopf
+from kopf._cogs.clients.watching import infinite_watch
+from kopf._cogs.structs.references import Resource
+
+from troupe.api.storage import STORAGE_PARSERS
+from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
+from troupe.clock import RealClock
+from troupe.config import SchedulerConfig
+from troupe.kube import (
+    WATCHED,
+    Credentials,
+    KubeClient,
+    default_identity,
+    discover_native_pod_groups,
+    list_objects,
+    native_kind,
+)
+from troupe.leader import LeaderElector
+from troupe.metrics import Metrics
+from troupe.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Mapping[str, Any], bool], None]
+# How long a stopping replica lets its binding cycles finish (within the
+# default 30 s termination grace period of a pod).
+SHUTDOWN_SECONDS: Final = 20
+NOT_SERVED_RETRY_SECONDS: Final = 60
+CLUSTER_SCOPED: Final = frozenset(
+    {
+        "Node",
+        "PriorityClass",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+        "CSIDriver",
+    }
+)
+STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
+
+
+def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
+    on_workload = scheduler.on_workload
+    return {
+        "Node": scheduler.on_node,
+        "Pod": scheduler.on_pod,
+        "PriorityClass": scheduler.on_priority_class,
+        "PodGroup": scheduler.on_pod_group,
+        **{native_kind(v): scheduler.on_pod_group for v in NATIVE_POD_GROUP_VERSIONS},
+        "Namespace": scheduler.on_namespace,
+        "Service": on_workload,
+        "ReplicaSet": on_workload,
+        "StatefulSet": on_workload,
+        "ReplicationController": on_workload,
+        **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
+        "PodDisruptionBudget": scheduler.on_pdb,
+    }
+
+
+def connection_info(c: Credentials) -> kopf.ConnectionInfo:
+    return kopf.ConnectionInfo(
+        server=c.server,
+        ca_path=c.ca_path,
+        insecure=c.insecure,
+        scheme=c.scheme,
+        token=c.token,
+        username=c.username,
+        password=c.password,
+        certificate_path=c.certificate_path,
+        private_key_path=c.private_key_path,
+    )
+
+
+class Intake:
+    """Events from kopf's loop to the scheduler's, in order and in batches.
+
+    One `call_soon_threadsafe` (a write to the loop's wake-up pipe) per batch
+    rather than per event; a batch is handled `BATCH` events at a time, so a
+    re-list of thousands of objects cannot hold the scheduler's loop for long.
+    """
+
+    BATCH: Final = 256
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, handlers: Mapping[str, Handler]) -> None:
+        self.loop = loop
+        self.handlers = handlers
+        self._pending: collections.deque[tuple[str, dict[str, Any], bool]] = collections.deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self.events = 0
+
+    def put(self, kind: str, obj: dict[str, Any], deleted: bool) -> None:
+        with self._lock:
+            self._pending.append((kind, obj, deleted))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the scheduler's loop is closed
+            self.loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        pending, handlers = self._pending, self.handlers
+        for _ in range(self.BATCH):
+            try:
+                kind, obj, deleted = pending.popleft()
+            except IndexError:
+                break
+            self.events += 1
+            _safely(handlers[kind], obj, deleted, kind)
+        with self._lock:
+            if not pending:
+                self._scheduled = False
+                return
+        self.loop.call_soon(self._drain)
+
+
+def resource_of(kind: str) -> Resource:
+    group, version, plural = WATCHED[kind]
+    return Resource(group, version, plural, kind=kind, namespaced=kind not in CLUSTER_SCOPED)
+
+
+async def watch(settings: kopf.OperatorSettings, kind: str, intake: Intake) -> None:
+    """Forward every event of `kind` from kopf's watch stream (list, then watch;
+    re-list on 410, reconnect with backoff) to `intake`, in the stream's order."""
+    resource = resource_of(kind)
+    missing = False
+    while True:
+        try:
+            async for event in infinite_watch(settings=settings, resource=resource, namespace=None):
+                if not isinstance(event, dict) or event.get("type") == "BOOKMARK":
+                    continue  # kopf's LISTED mark, or a bookmark: no object
+                missing = False
+                obj = event.get("object")
+                if not isinstance(obj, dict):
+                    log.warning("malformed %s event skipped", kind)
+                    continue
+                obj.setdefault("kind", kind)
+                intake.put(kind, cast(dict[str, Any], obj), event.get("type") == "DELETED")
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if getattr(e, "status", None) == 404:
+                # Not served (a CRD that is not installed): say so once, then
+                # look again now and then, quietly, in case it is installed.
+                if not missing:
+                    log.warning(
+                        "%s (%s) is not served by this cluster: not watching it; "
+                        "looking again every %ds",
+                        resource.plural,
+                        resource.group or "core",
+                        NOT_SERVED_RETRY_SECONDS,
+                    )
+                missing = True
+                await asyncio.sleep(NOT_SERVED_RETRY_SECONDS)
+                continue
+            log.exception("watch of %s failed: restarting it", resource.plural)
+            await asyncio.sleep(settings.watching.reconnect_backoff or 1.0)
+
+
+def build_registry(
+    scheduler: Scheduler,
+    loop: asyncio.AbstractEventLoop,
+    credentials: Callable[[], Credentials],
+    kinds: Collection[str] = tuple(WATCHED),
+) -> kopf.OperatorRegistry:
+    """kopf's login and start-up handlers: log in with `credentials()` and
+    forward every event of the watched kinds to `loop`.
+
+    kopf is the watch layer: its login, its watch streams (list, watch,
+    bookmarks, re-list on 410, backoff) and its settings. Its per-event
+    handler machinery is not used: with `@kopf.on.event` handlers each event
+    cost ~0.5 ms of CPU in kopf (a worker task per object, diff-base and
+    progress bookkeeping, handler kwargs, object loggers) before reaching us,
+    about half of the operator's CPU per pod. The watchers are tasks started
+    by the start-up handler on kopf's loop, so they run in kopf's context (its
+    credentials vault) and end with kopf.
+    """
+    registry = kopf.OperatorRegistry()
+    intake = Intake(loop, handlers_of(scheduler))
+    watchers: list[asyncio.Task[None]] = []
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False
+        settings.scanning.disabled = True
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 10
+        settings.networking.request_timeout = 60
+        settings.networking.error_backoffs = [1, 2, 5, 10]
+        for kind in kinds:
+            watchers.append(
+                asyncio.create_task(watch(settings, kind, intake), name=f"watch {kind}")
+            )
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return connection_info(credentials())
+
+    return registry
+
+
+def _safely(handler: Handler, obj: Mapping[str, Any], deleted: bool, kind: str) -> None:
+    try:
+        handler(obj, deleted)
+    except Exception:
+        md = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        log.exception("could not handle %s %s", kind, (md or {}).get("name"))
+
+
+class KopfThread:
+    """kopf in its own thread and loop, stopped by a flag."""
+
+    def __init__(self, registry: kopf.OperatorRegistry) -> None:
+        self.registry = registry
+        self.stop_flag = threading.Event()
+        self.ready_flag = threading.Event()
+        self.thread = threading.Thread(target=self._main, name="kopf", daemon=True)
+
+    def _main(self) -> None:
+        asyncio.run(
+            kopf.operator(
+                registry=self.registry,
+                clusterwide=True,
+                standalone=True,
+                stop_flag=self.stop_flag,
+                ready_flag=self.ready_flag,
+            )
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stop_flag.set()
+        self.thread.join(timeout)
+
+
+async def initial_sync(
+    kube: KubeClient, scheduler: Scheduler, kinds: Collection[str] = tuple(WATCHED)
+) -> int:
+    """List every watched kind into the scheduler, dependencies first. A kind
+    that cannot be listed (after the client's retries) is logged and skipped;
+    its watch fills it in."""
+    handlers = handlers_of(scheduler)
+    n = 0
+    order = (
+        "PriorityClass",
+        "Namespace",
+        "Service",
+        "ReplicaSet",
+        "StatefulSet",
+        "ReplicationController",
+        "Node",
+        *STORAGE_KINDS,
+        "PodGroup",
+        *(native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS),
+        "Pod",
+    )
+    for kind in order:
+        if kind not in kinds:
+            continue
+        try:
+            objects = await list_objects(kube, kind)
+        except Exception as e:
+            log.error("initial list of %s failed: %s", kind, e)
+            continue
+        for obj in objects:
+            _safely(handlers[kind], obj, False, kind)
+            n += 1
+    return n
+
+
+async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
+    """`kinds` with Kubernetes' own PodGroups narrowed to the version the cluster
+    serves (API discovery), or left out, with one log line, when it serves none."""
+    natives = {native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS}
+    if not natives & set(kinds):
+        return list(kinds)
+    try:
+        version = await discover_native_pod_groups(kube)
+    except Exception as e:
+        log.warning(
+            "API discovery of %s failed (%s): not watching its PodGroups", NATIVE_POD_GROUP_API, e
+        )
+        version = None
+    if version is None:
+        log.info("the cluster serves no %s PodGroups: not watching them", NATIVE_POD_GROUP_API)
+    else:
+        kube.native_pod_group_version = version
+        log.info("watching %s/%s PodGroups", NATIVE_POD_GROUP_API, version)
+    keep = native_kind(version) if version is not None else None
+    return [k for k in kinds if k not in natives or k == keep]
+
+
+class ElectorProcess:
+    """Leader election in a child process of its own.
+
+    A thread of this process would share the interpreter lock with the
+    scheduling cycle, the watch intake and the writes: under load its renewals
+    drift by seconds. The child has its own interpreter, API connection and
+    event loop, so its renewals keep `retryPeriod`. It publishes the fence (the
+    time until which this replica may write, `LeaderElector.leading_until`) in
+    shared memory, read by `leading()` on every write, and reports "started" /
+    "stopped" through a pipe. It ends when asked to (releasing the Lease if
+    held) or when this process goes away (its end of the control pipe closes;
+    it releases the Lease then too), so a killed scheduler never leaves a
+    renewer behind. Each side watches the other: the child renews only while
+    this process's loop keeps beating (a hung scheduler lets its Lease lapse),
+    and this process stops leading as soon as the fence lapses without a word
+    from the child (a hung elector).
+
+    Started with fork before any thread exists (see `run`), so the child needs
+    no pickling and inherits the loaded credentials.
+    """
+
+    def __init__(
+        self,
+        make_elector: Callable[[], LeaderElector],
+        loop: asyncio.AbstractEventLoop,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        beat_period: float = 1.0,
+    ) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.make_elector = make_elector
+        self.main_loop = loop
+        self.on_started = on_started
+        self.on_stopped = on_stopped
+        self.beat_period = beat_period
+        self._until = ctx.RawValue("d", 0.0)
+        # The heartbeat: this process's event loop writes time.monotonic() here
+        # every `beat_period` (the clock is the machine's, shared by both
+        # processes); the child renews only while it is fresh, so a hung
+        # scheduler lets its Lease lapse.
+        self._beat = ctx.RawValue("d", 0.0)
+        self._leader = False
+        self._beating: asyncio.TimerHandle | None = None
+        self._events_r, self._events_w = ctx.Pipe(duplex=False)
+        self._ctl_r, self._ctl_w = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=self._child, name="troupe-leader-election", daemon=True)
+        self._reading = False
+
+    def leading(self) -> bool:
+        """The fence: True while the child holds the Lease and renewed it in time."""
+        return time.time() < float(self._until.value)
+
+    # -- the parent ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._beat.value = time.monotonic()
+        self.proc.start()
+        self._events_w.close()
+        self._ctl_r.close()
+        self.main_loop.add_reader(self._events_r.fileno(), self._on_message)
+        self._reading = True
+        self._beating = self.main_loop.call_later(self.beat_period, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """Tell the child this loop answers, and see that the child does: a
+        leader whose fence lapsed without a word from its child (the child hung,
+        or cannot renew) stops at once, as if told "stopped"."""
+        self._beat.value = time.monotonic()
+        if self._leader and not self.leading():
+            log.error("leader election: the Lease was not renewed in time by the elector")
+            self._leader = False
+            self.on_stopped()
+        self._beating = self.main_loop.call_later(self.beat_period, self._heartbeat)
+
+    def _on_message(self) -> None:
+        try:
+            msg = self._events_r.recv()
+        except (EOFError, OSError):
+            # The child is gone without a word (killed): no fence, no leadership.
+            self._stop_reading()
+            self._until.value = 0.0
+            self._leader = False
+            self.on_stopped()
+            return
+        if msg == "started":
+            self._leader = True
+            self.on_started()
+        elif msg == "stopped":
+            self._leader = False
+            self.on_stopped()
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            with contextlib.suppress(Exception):
+                self.main_loop.remove_reader(self._events_r.fileno())
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Ask the child to end (it releases the Lease if held) and wait for it."""
+        self._stop_reading()
+        self._leader = False
+        if self._beating is not None:
+            self._beating.cancel()
+        with contextlib.suppress(OSError):
+            self._ctl_w.send("stop")
+        await asyncio.get_running_loop().run_in_executor(None, self.proc.join, timeout)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self._until.value = 0.0
+        self._ctl_w.close()
+        self._events_r.close()
+
+    # -- the child -----------------------------------------------------------------
+
+    def _child(self) -> None:
+        self._events_r.close()
+        self._ctl_w.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # the parent decides when we stop
+        asyncio._set_running_loop(None)  # forked from inside the parent's running loop
+
+        def send(msg: str) -> None:
+            with contextlib.suppress(OSError):
+                self._events_w.send(msg)
+
+        def publish(until: float) -> None:
+            self._until.value = until
+
+        async def main() -> None:
+            elector = self.make_elector()
+            elector.on_leading_until = publish
+            deadline = elector.renew_deadline
+            elector.alive = lambda: time.monotonic() - self._beat.value < deadline
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None
+            fd = self._ctl_r.fileno()
+
+            def on_control() -> None:
+                # A "stop" message, or end of file when the parent is gone: cancel
+                # once. The pipe stays readable; a reader left registered would
+                # cancel the release of the Lease that the cancellation starts.
+                loop.remove_reader(fd)
+                task.cancel()
+
+            loop.add_reader(fd, on_control)
+            await elector.run(lambda: send("started"), lambda: send("stopped"))
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("leader election failed")
+        finally:
+            self._until.value = 0.0
+            send("stopped")
+
+
+async def run(
+    config: SchedulerConfig,
+    kube: KubeClient,
+    *,
+    metrics_host: str = "0.0.0.0",
+    metrics_port: int | None = None,
+    identity: str | None = None,
+    stop: asyncio.Event | None = None,
+    kinds: Collection[str] = tuple(WATCHED),
+    on_scheduler: Callable[[Scheduler], None] | None = None,
+    on_synced: Callable[[], None] | None = None,
+) -> int:
+    """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
+
+    Leader election, its Lease and timings come from `config.leader_election`.
+    `on_synced` is called once the caches hold the initial lists (`troupe run`
+    sets the garbage collector up for the long run then)."""
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(sig, stop.set)
+    le = config.leader_election
+    identity = identity or default_identity()
+    metrics = Metrics()
+    scheduler = Scheduler(config, kube, RealClock(), metrics=metrics)
+    if on_scheduler is not None:  # benchmarks instrument it
+        on_scheduler(scheduler)
+    lost = False
+    scheduling: asyncio.Task[None] | None = None
+    tasks: list[asyncio.Task[None]] = []
+
+    def started() -> None:
+        if not stop.is_set():
+            tasks.append(asyncio.create_task(schedule()))
+
+    def stopped() -> None:
+        nonlocal lost
+        metrics.set_leader(le.resource_name, False)
+        if not stop.is_set():
+            log.error("%s lost the Lease: stopping", identity)
+            lost = True
+            stop.set()
+
+    election: ElectorProcess | None = None
+    if le.leader_elect:
+
+        def make_elector() -> LeaderElector:
+            return LeaderElector(
+                kube.lease(le.resource_namespace, le.resource_name, timeout=le.renew_deadline / 2),
+                identity,
+                RealClock(),
+                lease_duration=le.lease_duration,
+                renew_deadline=le.renew_deadline,
+                retry_period=le.retry_period,
+            )
+
+        # Forked now, before this process has any thread (see ElectorProcess).
+        election = ElectorProcess(
+            make_elector, loop, started, stopped, beat_period=min(1.0, le.retry_period / 2)
+        )
+        election.start()
+        # Until this replica leads, it writes nothing.
+        kube.fence = election.leading
+        scheduler.writes_enabled = False
+    kinds = await watched_kinds(kube, kinds)
+    synced = asyncio.Event()
+    port = config.troupe.metrics_port if metrics_port is None else metrics_port
+    close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
+    kopf_thread = KopfThread(build_registry(scheduler, loop, kube.credentials, kinds))
+    kopf_thread.start()
+    metrics.set_leader(le.resource_name, False)
+    checks = metrics.health.livez
+    checks["watches"] = lambda: None if kopf_thread.thread.is_alive() else "kopf has stopped"
+
+    def loop_alive() -> str | None:
+        if scheduling is not None and scheduling.done() and not stop.is_set():
+            return "the scheduling loop has ended"
+        return None
+
+    checks["scheduling-loop"] = loop_alive
+
+    async def sync() -> None:
+        count = await initial_sync(kube, scheduler, kinds)
+        if on_synced is not None:
+            on_synced()
+        synced.set()
+        log.info("%s: caches synced, %d objects", identity, count)
+
+    async def schedule() -> None:
+        nonlocal scheduling
+        await synced.wait()
+        if stop.is_set():
+            return
+        scheduler.enable_writes()
+        metrics.set_leader(le.resource_name, True)
+        log.info("%s leads: scheduling", identity)
+        scheduling = asyncio.current_task()
+        await scheduler.run(stop)
+
+    tasks.append(asyncio.create_task(sync()))
+    if election is not None:
+        checks["leader-election"] = lambda: (
+            None if election is None or election.alive() else "leader election has ended"
+        )
+    else:
+        started()
+    try:
+        await stop.wait()
+    finally:
+        # Stop scheduling and let the binding cycles in flight end (pods waiting
+        # at Permit are released) while the Lease is still ours, then give the
+        # Lease up: the next leader never overlaps with our last binds.
+        for t in tasks:
+            if t is not scheduling:
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await asyncio.wait_for(scheduler.shutdown(), SHUTDOWN_SECONDS)
+        except TimeoutError:
+            log.warning("binding cycles still running after %ds: abandoned", SHUTDOWN_SECONDS)
+        if election is not None:
+            await election.stop()
+        kopf_thread.stop()
+        await kube.aclose()
+        if close_metrics is not None:
+            await close_metrics()  # type: ignore[misc]
+    return 1 if lost else 0

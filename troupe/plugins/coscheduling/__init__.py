@@ -1,0 +1,232 @@
+"""Coscheduling: gang scheduling of PodGroups (scheduler-plugins' coscheduling).
+
+A thin shell: every extension point forwards to `PodGroupManager` (core.py),
+which owns the gang state; PodGroup status is kept by `PodGroupStatusTracker`
+(status.py). With Troupe's atomic group cycle (scheduler.py) a gang's pods are
+placed together and only admitted when minMember fit; Permit-based waiting
+remains for members that arrive later, and is the whole mechanism when the
+group cycle is switched off (scheduler-plugins' behaviour).
+
+Groups come from troupe-plugins' PodGroup CRD or from Kubernetes' own
+PodGroup API (scheduling.k8s.io); both reach here as one `PodGroup`. A native
+group with the `basic` policy (`gang` False) only has to exist: its pods are
+scheduled one by one, nobody waits at Permit for its siblings and a failure
+rejects no one else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Self
+
+from troupe.api.types import NodeName, Pod, PodGroup
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EnqueueExtensions,
+    EventResource,
+    NodeToStatus,
+    PermitPlugin,
+    PluginArgsError,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueuedPodInfo,
+    QueueingHint,
+    QueueSortPlugin,
+    ReservePlugin,
+)
+from troupe.framework.status import SKIP, SUCCESS, Code, Status
+from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager
+from troupe.plugins.coscheduling.status import PodGroupStatusTracker
+from troupe.snapshot import NodeTable
+
+__all__ = ["Coscheduling", "CoschedulingArgs", "PodGroupManager"]
+
+
+# The longest Go time.Duration (int64 nanoseconds), about 292 years.
+_MAX_SECONDS: Final = (2**63 - 1) // 10**9
+
+
+def _seconds(args: Mapping[str, Any], key: str, default: float, minimum: float) -> float:
+    v = args.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < minimum:
+        raise PluginArgsError(key, f"must be a number >= {minimum:g}, got {_shown(v)}")
+    if v > _MAX_SECONDS:
+        raise PluginArgsError(key, f"must be at most {_MAX_SECONDS} seconds, got {_shown(v)}")
+    return float(v)
+
+
+def _shown(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Coscheduling(
+    QueueSortPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PostFilterPlugin,
+    PermitPlugin,
+    ReservePlugin,
+    PostBindPlugin,
+    EnqueueExtensions,
+):
+    NAME: Final = NAME
+
+    def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
+        self.handle = handle
+        self.manager = PodGroupManager(handle, args)
+        self.status = PodGroupStatusTracker(
+            handle, args.status_coalesce_seconds, self.manager.schedule_start
+        )
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        for k in args:
+            if k not in (
+                "permitWaitingTimeSeconds",
+                "podGroupBackoffSeconds",
+                "statusCoalesceSeconds",
+            ):
+                raise PluginArgsError(str(k), "unknown field")
+        return cls(
+            handle,
+            CoschedulingArgs(
+                permit_waiting_time_seconds=_seconds(args, "permitWaitingTimeSeconds", 60, 1),
+                pod_group_backoff_seconds=_seconds(args, "podGroupBackoffSeconds", 0, 0),
+                status_coalesce_seconds=_seconds(args, "statusCoalesceSeconds", 1, 0),
+            ),
+        )
+
+    # ---- QueueSort: priority, then the group's creation time, then the group ------
+
+    def sort_key(self, p: QueuedPodInfo) -> tuple[int, float, str, int]:
+        key, pg = self.manager.group(p.pod)
+        if pg is not None and pg.creation_timestamp:
+            created = pg.creation_timestamp
+        elif p.pod.creation_timestamp:
+            created = p.pod.creation_timestamp
+        else:
+            created = p.initial_attempt_timestamp or p.timestamp
+        return (-p.pod.priority, created, key or p.pod.key, p.seq)
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.sort_key(a) < self.sort_key(b)
+
+    # ---- PreEnqueue / PreFilter -----------------------------------------------------
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        return self.manager.check_group(pod)
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        key, pg = self.manager.group(pod)
+        if key is None:
+            return None, SKIP
+        st = self.manager.check_group(pod)
+        if not st.is_success:
+            return None, st
+        assert pg is not None
+        self.manager.schedule_start.setdefault(key, self.handle.clock.now())
+        self.status.mark(key)  # an attempt: its outcome goes into a native group's status
+        for check in (self.manager.check_denied(key), self.manager.check_min_resources(key, pg)):
+            if not check.is_success:
+                return None, check
+        return None, SKIP  # nothing for Filter to do
+
+    # ---- PostFilter -------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        key, pg = self.manager.group(pod)
+        if key is None or pg is None:
+            return None, Status(Code.UNSCHEDULABLE, (), NAME)
+        if not pg.gang or self.manager.placed(key) >= pg.min_member:
+            return None, Status(Code.UNSCHEDULABLE, (), NAME)
+        if self.manager.within_ten_percent(key, pg):
+            return None, Status(Code.UNSCHEDULABLE, (), NAME)
+        self.manager.reject_waiting(key, "optimistic rejection in PostFilter")
+        self.manager.deny(key)
+        return None, Status(
+            Code.UNSCHEDULABLE,
+            (
+                f'PodGroup "{key}" gets rejected due to Pod "{pod.name}" is unschedulable even '
+                "after PostFilter",
+            ),
+            NAME,
+        )
+
+    # ---- Reserve / Permit -------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
+        key, pg = self.manager.group(pod)
+        if key is None:
+            return
+        if pg is None or pg.gang:
+            self.manager.reject_waiting(key, f"rejected due to failure of group member {pod.key}")
+            self.manager.deny(key)
+        self.status.mark(key)
+
+    def permit(self, state: CycleState, pod: Pod, node: NodeName) -> tuple[Status, float]:
+        key, pg = self.manager.group(pod)
+        if key is None:
+            return SUCCESS, 0.0
+        if pg is None:
+            return Status(Code.UNSCHEDULABLE, (self.manager.missing(key),), NAME), 0.0
+        self.status.mark(key)
+        if self.manager.placed(key) >= pg.min_member:
+            self.manager.allow_waiting(key)
+            return SUCCESS, 0.0
+        return Status(Code.WAIT, (), NAME), self.manager.timeout(pg)
+
+    async def post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None:
+        if pod.group_key is not None:
+            self.status.mark(pod.group_key)
+
+    # ---- queueing hints -----------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        def same_group(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            obj = new if new is not None else old
+            if (
+                isinstance(obj, Pod)
+                and obj.group_key is not None
+                and obj.group_key == pod.group_key
+            ):
+                return QueueingHint.QUEUE
+            if isinstance(obj, PodGroup) and obj.key == pod.group_key:
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+
+        return [
+            ClusterEventWithHint(ClusterEvent(EventResource.POD_GROUP, ActionType.ALL), same_group),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD | ActionType.UPDATE),
+                same_group,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.NODE,
+                    ActionType.ADD
+                    | ActionType.UPDATE_NODE_ALLOCATABLE
+                    | ActionType.UPDATE_NODE_LABEL
+                    | ActionType.UPDATE_NODE_TAINT,
+                )
+            ),
+        ]

@@ -1,0 +1,257 @@
+"""PodGroup status, kept true and written sparingly.
+
+Troupe writes only what scheduler-plugins' own PodGroup CRD keeps (its
+structural schema prunes anything else), and computes it as that project's
+PodGroup controller does (pkg/controllers/podgroup_controller.go), so a
+cluster that runs it, or only has its CRD installed, sees the same status:
+
+    fewer pods than minMember                  -> Pending
+    running + succeeded < minMember            -> Scheduling
+    running + succeeded >= minMember           -> Running
+    failed > 0 and failed + running + succeeded
+      >= minMember                             -> Failed
+    succeeded >= minMember                     -> Finished
+
+(later rows win). `running`, `succeeded` and `failed` count member pods by
+phase; `occupiedBy` names the owners of a member ("ns/name", sorted, comma
+separated); `scheduleStartTime` is when Troupe first tried the group. There is
+no `scheduled` count and no PreScheduling or Scheduled phase: upstream removed
+them (scheduler-plugins #574).
+
+Kubernetes' own PodGroups (scheduling.k8s.io) get the status kube-scheduler
+writes for them (pkg/scheduler/schedule_one_podgroup.go, updatePodGroupCondition;
+the condition types and reasons of k8s.io/api scheduling v1alpha2 and v1beta1):
+one condition, `PodGroupScheduled` in v1alpha2 and `PodGroupInitiallyScheduled`
+in v1beta1,
+
+    minCount members placed (bound or assumed)  -> True,  reason Scheduled
+    an attempt failed                           -> False, reason Unschedulable
+                                                   (SchedulerError on an error),
+                                                   message: the attempt's reason
+
+with `observedGeneration`, and `lastTransitionTime` moved only when the status
+flips (meta.SetStatusCondition). Once True it never goes back to False, as
+upstream; a group never tried (its pods held at PreEnqueue) gets no condition.
+Other conditions on the object (DisruptionTarget) are kept as they are.
+
+A change marks the group dirty; dirty groups are patched on the status
+subresource at most once per `coalesce_seconds`, and only when the status
+differs from what was last written, so a gang of 1000 pods costs a few
+patches, not 1000. A patch that fails is retried with exponential backoff
+(from `coalesce_seconds` up to `MAX_RETRY_SECONDS`) until it lands; a group
+that is gone is dropped, and a replica that does not lead writes nothing
+(its patches are refused by the client's fence) until it leads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from troupe.api.types import GroupKey, Pod, PodGroup
+from troupe.clock import TimerHandle
+from troupe.cluster import NotFound, NotLeader
+from troupe.framework.handle import Handle
+from troupe.framework.interface import ClusterEvent, EventResource
+from troupe.framework.status import Code
+from troupe.plugins.coscheduling.core import placed_members
+
+log = logging.getLogger(__name__)
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+MAX_RETRY_SECONDS: Final = 60.0
+
+PHASES: Final = ("Pending", "Scheduling", "Running", "Finished", "Failed")
+"""The phases Troupe writes: scheduler-plugins' PodGroupPhase values but Unknown."""
+
+
+def compute_status(pg: PodGroup, pods: list[Pod], started: float | None) -> dict[str, Any]:
+    running = sum(1 for p in pods if p.phase == "Running")
+    succeeded = sum(1 for p in pods if p.phase == "Succeeded")
+    failed = sum(1 for p in pods if p.phase == "Failed")
+    m = pg.min_member
+    if len(pods) < m:
+        phase = "Pending"
+    elif succeeded >= m:
+        phase = "Finished"
+    elif failed and failed + running + succeeded >= m:
+        phase = "Failed"
+    elif running + succeeded >= m:
+        phase = "Running"
+    else:
+        phase = "Scheduling"
+    status: dict[str, Any] = {
+        "phase": phase,
+        "running": running,
+        "succeeded": succeeded,
+        "failed": failed,
+    }
+    if started is not None:
+        status["scheduleStartTime"] = rfc3339(started)
+    # as scheduler-plugins' fillOccupiedObj: the owners of one member
+    owned = next((p for p in pods if p.owner_references), None)
+    if owned is not None:
+        refs = sorted(f"{owned.namespace}/{name}" for _, name in owned.owner_references)
+        status["occupiedBy"] = ",".join(refs)
+    return status
+
+
+# The condition kube-scheduler keeps on a native PodGroup, by API version
+# (k8s.io/api scheduling/v1alpha2 PodGroupScheduled, v1beta1 PodGroupInitiallyScheduled).
+SCHEDULED_CONDITION: Final = {
+    "v1alpha2": "PodGroupScheduled",
+    "v1beta1": "PodGroupInitiallyScheduled",
+}
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"  # PodGroupReasonUnschedulable
+REASON_SCHEDULER_ERROR: Final = "SchedulerError"  # PodGroupReasonSchedulerError
+
+
+def condition_type(pg: PodGroup) -> str:
+    return SCHEDULED_CONDITION.get(pg.api_version.partition("/")[2], "PodGroupScheduled")
+
+
+def native_phase(status: Mapping[str, Any]) -> str:
+    """A one-word state of a native PodGroup for displays and the troupe_podgroups
+    gauge (its API has no phase): its scheduled condition's reason (Scheduled,
+    Unschedulable, SchedulerError), or Pending before any."""
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list) else []:
+        if isinstance(c, Mapping) and c.get("type") in SCHEDULED_CONDITION.values():
+            return str(c.get("reason") or "Pending")
+    return "Pending"
+
+
+def compute_native_status(
+    pg: PodGroup, placed: int, failure: tuple[str, Code] | None, now: float
+) -> dict[str, Any] | None:
+    """The status of a native PodGroup, or None when there is nothing to say
+    (never tried, or already True and not to be taken back)."""
+    ctype = condition_type(pg)
+    raw = pg.status.get("conditions")
+    conditions = [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    current = next((c for c in conditions if c.get("type") == ctype), None)
+    if placed >= pg.min_member:
+        want = ("True", REASON_SCHEDULED, "")
+    elif current is not None and current.get("status") == "True":
+        return None  # as upstream: a scheduled group is not taken back to False
+    elif failure is not None:
+        message, code = failure
+        reason = REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE
+        want = ("False", reason, message)
+    else:
+        return None
+    status, reason, message = want
+    since = current.get("lastTransitionTime") if current is not None else None
+    if current is None or current.get("status") != status or not isinstance(since, str):
+        since = rfc3339(now)
+    cond = {
+        "type": ctype,
+        "status": status,
+        "observedGeneration": pg.generation,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
+    out = [dict(c) if c.get("type") != ctype else cond for c in conditions]
+    if current is None:
+        out.append(cond)
+    return {"conditions": out}
+
+
+class PodGroupStatusTracker:
+    def __init__(
+        self, handle: Handle, coalesce_seconds: float, schedule_start: Mapping[GroupKey, float]
+    ) -> None:
+        self.handle = handle
+        self.coalesce_seconds = coalesce_seconds
+        self.schedule_start = schedule_start
+        self._dirty: set[GroupKey] = set()
+        self._written: dict[GroupKey, dict[str, Any]] = {}
+        self._timer: TimerHandle | None = None
+        self._failures: dict[GroupKey, int] = {}
+        self.patches = 0
+        self.failed_patches = 0
+        handle.watch(self.on_event)
+
+    def on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        for obj in (old, new):
+            if isinstance(obj, Pod) and obj.group_key is not None:
+                self.mark(obj.group_key)
+            elif isinstance(obj, PodGroup) and event.resource is EventResource.POD_GROUP:
+                self.mark(obj.key)
+
+    def mark(self, key: GroupKey) -> None:
+        self._dirty.add(key)
+        if self._timer is None:
+            clock = self.handle.clock
+            self._timer = clock.call_at(clock.now() + self.coalesce_seconds, self.flush_now)
+
+    def flush_now(self) -> None:
+        self._timer = None
+        dirty, self._dirty = self._dirty, set()
+        lister = self.handle.lister
+        for key in sorted(dirty):
+            pg = lister.pod_group(key)
+            if pg is None:
+                self._written.pop(key, None)
+                continue
+            status = self._compute(key, pg)
+            if status is None:
+                continue
+            if self._written.get(key) == status or (
+                key not in self._written and _same(pg.status, status)
+            ):
+                continue
+            self._written[key] = status
+            self.patches += 1
+            self.handle.spawn(self._patch(key, status))
+
+    def _compute(self, key: GroupKey, pg: PodGroup) -> dict[str, Any] | None:
+        lister = self.handle.lister
+        if not pg.native:
+            return compute_status(pg, list(lister.pods_in_group(key)), self.schedule_start.get(key))
+        failure = None
+        if key in self.schedule_start:  # tried: a pending member says why it failed
+            for p in lister.pods_in_group(key):
+                if lister.pod(p.key) is None and not p.terminal:
+                    failure = self.handle.failure(p.key)
+                    if failure is not None:
+                        break
+        placed = placed_members(lister, self.handle.waiting_pods, key)
+        return compute_native_status(pg, placed, failure, self.handle.clock.now())
+
+    async def _patch(self, key: GroupKey, status: dict[str, Any]) -> None:
+        try:
+            await self.handle.client.patch_pod_group_status(key, status)
+        except NotFound:
+            self._written.pop(key, None)
+            self._failures.pop(key, None)
+            return
+        except NotLeader:
+            self._written.pop(key, None)  # written by whoever leads; again if we do
+            return
+        except Exception as e:
+            self.failed_patches += 1
+            if self._written.get(key) == status:
+                self._written.pop(key, None)
+            n = self._failures.get(key, 0)
+            self._failures[key] = n + 1
+            delay = min(max(self.coalesce_seconds, 0.5) * 2**n, MAX_RETRY_SECONDS)
+            log.warning(
+                "could not patch the status of PodGroup %s (%s); retrying in %.0fs", key, e, delay
+            )
+            clock = self.handle.clock
+            clock.call_at(clock.now() + delay, lambda: self.mark(key))
+            return
+        self._failures.pop(key, None)
+
+
+def _same(current: Mapping[str, object], status: Mapping[str, Any]) -> bool:
+    return all(current.get(k) == v for k, v in status.items())

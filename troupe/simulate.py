@@ -1,0 +1,725 @@
+"""`troupe simulate`: the real pipeline on a cluster described in YAML or JSON.
+
+Input files hold Kubernetes objects as kubectl prints them (multi-document
+YAML, or `kind: List` in YAML or JSON, as `kubectl get nodes,pods -A -o json`
+prints it): Nodes, Pods, PriorityClasses, PodGroups (scheduler-plugins' and
+Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1) and storage:
+PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers
+and CSIStorageCapacities. A file is JSON if its
+name ends in .json or its text starts with `{` or `[` and parses as JSON; JSON
+goes through the standard library's C decoder, YAML through libyaml's parser
+(`load_yaml_documents`), both with the same bounds. Pods with
+spec.nodeName are running; pending pods whose schedulerName matches a profile
+are created in creationTimestamp order, then file order, and scheduled by the
+real scheduler with the in-memory ClusterClient and a virtual clock, until
+nothing can change any more (no pod to pop, none backing off, no timer due) or
+the virtual clock reaches `until`.
+
+Storage goes through the scheduler's volume store as the watch would deliver
+it, and the controllers VolumeBinding waits for are simulated
+(`troupe.volume_sim`): a claim of a class with a provisioner gets a PV on
+the node its pod was given (WaitForFirstConsumer), and a static PV that
+VolumeBinding pre-binds binds its claim, both at once on the virtual clock.
+Each scheduled pod's result names the claims bound or provisioned for it
+(``volumes``). Nothing binds Immediate claims nobody pre-bound: their pods wait,
+as with kube-scheduler, on "pod has unbound immediate PersistentVolumeClaims".
+
+Preemption runs as on a cluster: the simulator plays the API server and the
+kubelets. A victim the scheduler deletes is updated at once (its
+deletionTimestamp, as the watch would deliver it) and removed after its grace
+period on the virtual clock; the run goes on while any such removal is due.
+Pods without metadata.uid get one (a stable uuid5 of their namespace/name), as
+the API server would give them, so that the `Preempted` events, which name the
+preemptor by uid, can be read back. Victims stay in the output with node null,
+`preemptedBy` naming their preemptor (a pod, or a gang's PodGroup) and the node
+they were taken from in `preemptedFrom`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import yaml
+
+from troupe.api.parse import parse_pod
+from troupe.api.storage import STORAGE_PARSERS, pod_claim_names
+from troupe.api.types import (
+    NATIVE_POD_GROUP_API,
+    NATIVE_POD_GROUP_VERSIONS,
+    WORKLOAD_KINDS,
+    GroupKey,
+    Pod,
+    PodKey,
+    pod_group_key,
+)
+from troupe.clock import VirtualClock
+from troupe.cluster import InMemoryCluster
+from troupe.config import MAX_YAML_DEPTH, SchedulerConfig, load_yaml_documents
+from troupe.metrics import Metrics
+from troupe.plugins.coscheduling.status import native_phase
+from troupe.scheduler import Scheduler
+from troupe.snapshot import NodeTable
+from troupe.volume_sim import VolumeControllers
+
+POD_GROUP_API_GROUPS = (
+    "scheduling.x-k8s.io/",
+    "scheduling.sigs.k8s.io/",
+    *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
+)
+STORAGE_KINDS = tuple(STORAGE_PARSERS)
+KINDS = (
+    "Namespace",
+    "Node",
+    "Pod",
+    "PriorityClass",
+    "PodGroup",
+    "PodDisruptionBudget",
+    *WORKLOAD_KINDS,
+    *STORAGE_KINDS,
+)
+# The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
+_PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
+_PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
+_UID_NAMESPACE = uuid.UUID("6f1d3a52-6c1b-4c55-9a3e-2f1b7d0c9e41")
+
+
+class InputError(Exception):
+    """Unreadable input; the message names the file and the problem."""
+
+
+CLUSTER_SCOPED = (
+    "Namespace",
+    "Node",
+    "PriorityClass",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+)
+
+
+def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Read every object from the files, in file order. Raises InputError.
+
+    Hostile input is refused in bounded time and memory: text that is not UTF-8,
+    YAML or JSON nested too deeply, YAML whose aliases expand too far
+    (`load_yaml_documents`), NaN or Infinity in JSON,
+    names that are not strings, and two objects of one kind, namespace and name
+    (naming both places: a later one would silently replace the first).
+    """
+    with _no_cyclic_gc() as size:
+        return _load_objects(paths, size)
+
+
+def _load_objects(paths: Sequence[str], size: list[int]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in paths:
+        docs = _documents(path, size)
+        for i, doc in enumerate(docs):
+            if doc is None:
+                continue
+            for obj, where in _flatten(doc, f"{path}: document {i + 1}"):
+                key = _identity(obj, where)
+                first = seen.get(key)
+                if first is not None:
+                    kind, ns, name = key
+                    shown = f"{ns}/{name}" if ns else name
+                    raise InputError(f"{where}: duplicate {kind} {shown} (first in {first})")
+                seen[key] = where
+                out.append(obj)
+    return out
+
+
+# Input at least this large is frozen out of the cyclic collector once read.
+_FREEZE_BYTES: Final = 4 << 20
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[list[int]]:
+    """The cyclic collector off while the files are read: building millions of
+    dicts and lists triggers it again and again over the growing, acyclic result
+    (a third of the reading time of a large dump), and it finds nothing to free;
+    reference counting still frees what is dropped. A large input is then
+    frozen (gc.freeze, before the collector is back on): otherwise its first
+    collections walk every object of it, once per generation, for nothing.
+    The caller adds the bytes it read to the list it is given."""
+    was = gc.isenabled()
+    gc.disable()
+    size = [0]
+    try:
+        yield size
+        if size[0] >= _FREEZE_BYTES:
+            gc.freeze()
+    finally:
+        if was:
+            gc.enable()
+
+
+def _documents(path: str, size: list[int]) -> list[Any]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror or e}") from e
+    size[0] += len(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not valid UTF-8 (byte {e.start})") from e
+    try:
+        if path.endswith(".json"):
+            return [_json(text)]
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                return [_json(text)]  # kubectl get -o json
+            except json.JSONDecodeError:
+                pass  # YAML in flow style: the YAML parser says what is wrong
+        return load_yaml_documents(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', e)}") from e
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from e
+    except RecursionError as e:
+        raise InputError(f"{path}: nested too deeply") from e
+    except ValueError as e:  # an integer of thousands of digits, a NaN in JSON...
+        raise InputError(f"{path}: {e}") from e
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"not valid JSON: {name} is not a number (JSON has no non-finite numbers)")
+
+
+def _json(text: str) -> Any:
+    """json.loads (C, fast), refusing NaN and Infinity (which Python's json accepts)
+    and nesting past MAX_YAML_DEPTH, as the YAML loader does."""
+    obj = json.loads(text, parse_constant=_no_constant)
+    stack: list[tuple[Any, int]] = [(obj, 1)] if isinstance(obj, dict | list) else []
+    while stack:  # iterative: the bound must not depend on the recursion limit
+        o, depth = stack.pop()
+        if depth > MAX_YAML_DEPTH:
+            raise ValueError(f"nested more than {MAX_YAML_DEPTH} levels deep")
+        depth += 1
+        for v in o.values() if o.__class__ is dict else o:
+            if v.__class__ is dict or v.__class__ is list:
+                stack.append((v, depth))
+    return obj
+
+
+def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(f"{where}: items must be a list")
+        for j, item in enumerate(items):
+            yield from _flatten(item, f"{where}, items[{j}]")
+        return
+    if not isinstance(kind, str) or not kind:
+        raise InputError(f"{where}: object has no kind")
+    if kind not in KINDS:
+        return  # other kinds (Deployments, Services...) are not simulated
+    if kind == "PodDisruptionBudget" and not str(doc.get("apiVersion", "")).startswith("policy/"):
+        raise InputError(
+            f"{where}: PodDisruptionBudget apiVersion {doc.get('apiVersion')!r} is not policy/v1"
+        )
+    if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
+        raise InputError(
+            f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
+            "scheduling.x-k8s.io/v1alpha1, scheduling.sigs.k8s.io/v1alpha1, "
+            "scheduling.k8s.io/v1alpha2 or scheduling.k8s.io/v1beta1"
+        )
+    yield doc, where
+
+
+def _identity(obj: Mapping[str, Any], where: str) -> tuple[str, str, str]:
+    """(kind, namespace, name), the names type-checked (the output prints them)."""
+    kind = str(obj.get("kind"))
+    md = obj.get("metadata")
+    if not isinstance(md, dict):
+        raise InputError(f"{where}: {kind} has no metadata")
+    name = md.get("name")
+    if not isinstance(name, str) or not name:
+        raise InputError(f"{where}: {kind} metadata.name must be a non-empty string, got {name!r}")
+    ns = md.get("namespace")
+    if ns is not None and not isinstance(ns, str):
+        raise InputError(f"{where}: {kind} {name}: metadata.namespace must be a string, got {ns!r}")
+    spec = obj.get("spec")
+    if kind == "Pod" and isinstance(spec, dict):
+        for field_name in ("nodeName", "schedulerName"):
+            v = spec.get(field_name)
+            if v is not None and not isinstance(v, str):
+                raise InputError(
+                    f"{where}: Pod {name}: spec.{field_name} must be a string, got {v!r}"
+                )
+    if kind == "PodGroup" and _native(obj):
+        kind = f"PodGroup.{NATIVE_POD_GROUP_API}"  # not the same object as a CRD's
+    return kind, "" if kind in CLUSTER_SCOPED else (ns or "default"), name
+
+
+def _native(obj: Mapping[str, Any]) -> bool:
+    return str(obj.get("apiVersion", "")).split("/")[0] == NATIVE_POD_GROUP_API
+
+
+def _group_key(obj: Mapping[str, Any]) -> GroupKey:
+    md = obj.get("metadata") or {}
+    ns = str(md.get("namespace") or "default") if isinstance(md, dict) else "default"
+    name = str(md.get("name", "?")) if isinstance(md, dict) else "?"
+    return pod_group_key(ns, name, _native(obj))
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata") or {}
+    if not isinstance(md, dict):
+        return "?"
+    return f"{md.get('namespace') or 'default'}/{md.get('name', '?')}"
+
+
+@dataclass
+class SimulationResult:
+    pods: dict[str, dict[str, Any]]
+    pod_groups: dict[str, dict[str, Any]]
+    nodes: dict[str, dict[str, dict[str, float | int]]]
+    virtual_seconds: float
+    cycles: int
+    events: list[dict[str, str]] = field(default_factory=list)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+
+
+def _amount(resource: str, milli: set[str], v: int) -> float | int:
+    if resource in milli:
+        return v // 1000 if v % 1000 == 0 else v / 1000
+    return v
+
+
+def node_usage(table: NodeTable, milli: set[str]) -> dict[str, dict[str, dict[str, float | int]]]:
+    out: dict[str, dict[str, dict[str, float | int]]] = {}
+    for row in table.valid_rows().tolist():
+        name = table.names[row]
+        use: dict[str, dict[str, float | int]] = {}
+        for r, c in table.col.items():
+            alloc = int(table.allocatable[row, c])
+            req = int(table.requested[row, c])
+            if alloc == 0 and req == 0:
+                continue
+            use[r] = {"requested": _amount(r, milli, req), "allocatable": _amount(r, milli, alloc)}
+        out[name] = use
+    return out
+
+
+class Simulation:
+    def __init__(
+        self,
+        objects: Sequence[Mapping[str, Any]],
+        config: SchedulerConfig,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.objects = list(objects)
+        self.clock = VirtualClock()
+        self.cluster = InMemoryCluster()
+        self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
+        self.cluster.on_pod_bound = self._bound
+        self.volumes: VolumeControllers | None = None
+        self.cluster.on_pod_deleted = self._deleted
+        # Pods removed after their grace period: (object, node it was on).
+        self.removed: dict[str, tuple[dict[str, Any], str | None]] = {}
+        self.terminating = 0  # deleted pods whose removal is still due
+
+    def _bound(self, key: PodKey, node: str) -> None:
+        obj = self.cluster.pods[key]
+        obj.setdefault("status", {})["phase"] = "Running"
+        self.scheduler.on_pod(obj)
+
+    def _deleted(self, key: PodKey, grace: int) -> None:
+        """A delete (a preemption's victim): the update with the deletionTimestamp
+        now, the removal once the grace period has passed, as a kubelet would."""
+        obj = self.cluster.pods.get(key)
+        if obj is None:
+            return
+        self.scheduler.on_pod(obj)
+        self.terminating += 1
+        self.clock.call_at(self.clock.now() + max(0, grace), lambda: self._remove(key))
+
+    def _remove(self, key: PodKey) -> None:
+        self.terminating -= 1
+        obj = self.cluster.pods.pop(key, None)
+        if obj is None:
+            return
+        spec = obj.get("spec")
+        node = spec.get("nodeName") if isinstance(spec, dict) else None
+        self.removed[key] = (obj, node if isinstance(node, str) and node else None)
+        self.scheduler.on_pod(obj, deleted=True)
+
+    def _load(self) -> list[str]:
+        s = self.scheduler
+        by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        for o in self.objects:
+            by_kind[str(o.get("kind"))].append(dict(o))
+        for o in by_kind["Namespace"]:
+            s.on_namespace(o)
+        for kind in WORKLOAD_KINDS:
+            for o in by_kind[kind]:
+                s.on_workload(o)
+        for o in by_kind["PriorityClass"]:
+            s.on_priority_class(o)
+        for o in by_kind["Node"]:
+            s.on_node(o)
+        for o in by_kind["PodGroup"]:
+            self.cluster.pod_groups[_group_key(o)] = o
+            s.on_pod_group(o)
+        self._load_storage(by_kind)
+        for o in by_kind["PodDisruptionBudget"]:
+            s.on_pdb(o)
+        order: list[str] = []
+        pending: list[tuple[str, int, dict[str, Any]]] = []
+        for i, o in enumerate(by_kind["Pod"]):
+            k = _key(o)
+            md = o.get("metadata")
+            if isinstance(md, dict) and not md.get("uid"):
+                # as the API server would; a copy: the caller's object is left as it is
+                o["metadata"] = {**md, "uid": str(uuid.uuid5(_UID_NAMESPACE, k))}
+            order.append(k)
+            self.cluster.pods[k] = o
+            spec = o.get("spec")
+            if isinstance(spec, dict) and spec.get("nodeName"):
+                s.on_pod(o)
+            else:
+                md = o.get("metadata")
+                ts = md.get("creationTimestamp") if isinstance(md, dict) else None
+                pending.append((str(ts or ""), i, o))
+        pending.sort(key=lambda t: (t[0] == "", t[0], t[1]))
+        for _, _, o in pending:
+            s.on_pod(o)
+        return order
+
+    def _load_storage(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
+        """Storage objects into the cluster and the volume store; the simulated
+        controllers then see every write (and what was pre-bound before)."""
+        if not any(by_kind[k] for k in STORAGE_KINDS):
+            return
+        feed = self.scheduler.on_volume_object
+        for kind in STORAGE_KINDS:
+            for o in by_kind[kind]:
+                if kind == "PersistentVolume":
+                    self.cluster.volumes[str(o["metadata"]["name"])] = o
+                elif kind == "PersistentVolumeClaim":
+                    self.cluster.claims[_key(o)] = o
+                feed(kind, o)
+        classes = {str(o["metadata"]["name"]): o for o in by_kind["StorageClass"]}
+        self.volumes = VolumeControllers(self.cluster, feed, classes)
+        self.volumes.sync()
+
+    async def run(self, until: float | None = None) -> SimulationResult:
+        """Schedule until nothing can change, or until virtual time `until`.
+
+        "Nothing can change" also covers pods that keep retrying without
+        effect (a gang that never fits keeps timing out at Permit): once no pod
+        has been bound for a quiet period (the unschedulable flush plus the
+        maximum backoff) we stop, and pods still waiting at Permit then are
+        released, so the result shows no reservation that nothing would bind.
+        """
+        s = self.scheduler
+        order = self._load()
+        q = s.queue
+        cfg = s.config
+        quiet = cfg.troupe.unschedulable_flush_seconds + cfg.pod_max_backoff_seconds
+        binds, last_change = self.cluster.binds, self.clock.now()
+        removed = 0
+        while True:
+            while s.schedule_one():
+                pass
+            await s.settle()
+            if q.statistics().active:
+                continue
+            if self.cluster.binds != binds:
+                binds, last_change = self.cluster.binds, self.clock.now()
+            if self.terminating or len(self.removed) != removed:
+                # a victim's removal is still due, or one has just happened
+                removed, last_change = len(self.removed), self.clock.now()
+            if until is None and self.clock.now() - last_change >= quiet:
+                break
+            nxt = self._next_time(until)
+            if nxt is None:
+                break
+            self.clock.advance_to(nxt)
+            q.flush()
+            s.cache.cleanup_expired()
+            await s.settle()
+        if until is None:
+            for wp in s.waiting_pods:
+                wp.reject(
+                    "",
+                    "still waiting at Permit for the rest of its PodGroup when the "
+                    "simulation ended",
+                )
+            await s.settle()
+        # Let coalesced writes (PodGroup status) that are due soon go out.
+        end = self.clock.now() + 10.0 if until is None else max(until, self.clock.now())
+        while (d := self.clock.next_deadline()) is not None and d <= end:
+            self.clock.advance_to(d)
+            await s.settle()
+        return self._result(order)
+
+    def _next_time(self, until: float | None) -> float | None:
+        """When something can next change, or None if nothing can."""
+        q = self.scheduler.queue
+        stats = q.statistics()
+        candidates = []
+        d = self.clock.next_deadline()
+        if d is not None:
+            candidates.append(d)
+        w = q.next_wakeup()
+        if w is not None and (stats.backoff or until is not None):
+            candidates.append(w)
+        if not candidates:
+            return None
+        t = min(candidates)
+        if until is not None and t > until:
+            return None
+        return t
+
+    def _volumes_of(self, obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """The pod's claims that the simulation bound or provisioned, by claim name."""
+        if self.volumes is None or not self.volumes.outcomes:
+            return {}
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or not spec.get("volumes"):
+            return {}
+        pod = parse_pod(obj)
+        if not isinstance(pod, Pod):
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        for name in pod_claim_names(pod):
+            done = self.volumes.outcomes.get(f"{pod.namespace}/{name}")
+            if done is not None:
+                out[name] = {"pv": done.pv, "provisioned": done.provisioned}
+        return out
+
+    def preempted_by(self) -> dict[str, str]:
+        """Each victim's preemptor (pod or gang ns/name), from the Preempted events
+        recorded on pods (the last one wins)."""
+        by_uid: dict[str, str] = {}
+        for k, obj in self.cluster.pods.items():
+            by_uid[_uid(obj)] = k
+        for k, (obj, _) in self.removed.items():
+            by_uid[_uid(obj)] = k
+        out: dict[str, str] = {}
+        for e in self.cluster.events:
+            if e.reason != "Preempted" or e.obj is None or e.obj.kind != "Pod":
+                continue
+            if m := _PREEMPTED_BY_GANG.match(e.message):
+                out[e.pod] = m.group(1)
+            elif (m := _PREEMPTED_BY_POD.match(e.message)) and m.group(1) in by_uid:
+                out[e.pod] = by_uid[m.group(1)]
+        return out
+
+    def _result(self, order: list[str]) -> SimulationResult:
+        s = self.scheduler
+        pods: dict[str, dict[str, Any]] = {}
+        victims = self.preempted_by()
+        for k in order:
+            by = victims.get(k)
+            gone = self.removed.get(k)
+            if gone is not None:
+                pods[k] = {
+                    "node": None,
+                    "reason": f"preempted by {by}" if by else "deleted",
+                    "preemptedBy": by,
+                    "preemptedFrom": gone[1],
+                }
+                continue
+            obj = self.cluster.pods[k]
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            node = spec.get("nodeName") if isinstance(spec, dict) else None
+            if node and isinstance(node, str):
+                md = obj.get("metadata")
+                deleting = isinstance(md, dict) and bool(md.get("deletionTimestamp"))
+                bad = s.invalid.get(k)
+                reason = f"terminating: preempted by {by}" if by and deleting else None
+                if bad is not None:  # placed, but unreadable: left out of its node's use
+                    reason = f"not read (its node does not count it): {bad.message}"
+                pods[k] = {"node": node, "reason": reason, "preemptedBy": by}
+                vols = self._volumes_of(obj)
+                if vols:
+                    pods[k]["volumes"] = vols
+                continue
+            wp = s.waiting_pods.get(PodKey(k))
+            reason = s.last_failure.get(PodKey(k))
+            if wp is not None:
+                reason = f"waiting at Permit on node {wp.node} for the rest of its PodGroup"
+            if reason is None:
+                bad = s.invalid.get(k)
+                if bad is not None:
+                    reason = bad.message
+                else:
+                    qpi = s.queue.get(k)
+                    name = (
+                        spec.get("schedulerName", "default-scheduler")
+                        if isinstance(spec, dict)
+                        else "default-scheduler"
+                    )
+                    if name not in s.profiles:
+                        reason = f'not scheduled by Troupe: spec.schedulerName is "{name}"'
+                    elif qpi is not None and qpi.message:
+                        reason = qpi.message
+                    else:
+                        reason = "pending"
+            pods[k] = {"node": None, "reason": reason, "preemptedBy": by}
+        groups: dict[str, dict[str, Any]] = {}
+        for k, o in self.cluster.pod_groups.items():
+            st = o.get("status") if isinstance(o.get("status"), dict) else {}
+            assert isinstance(st, dict)
+            native = k.startswith(f"{NATIVE_POD_GROUP_API}/")
+            groups[k] = {
+                "phase": native_phase(st) if native else st.get("phase", "Pending"),
+                # placed members (bound or assumed): PodGroup status has no such count
+                "scheduled": sum(
+                    1 for p in s.cache.pods_in_group(GroupKey(k)) if s.cache.pod(p.key) is not None
+                ),
+                "running": int(st.get("running", 0) or 0),
+                "succeeded": int(st.get("succeeded", 0) or 0),
+                "failed": int(st.get("failed", 0) or 0),
+            }
+            if native:
+                groups[k]["conditions"] = list(st.get("conditions") or [])
+        s.cache.update_snapshot(s.snapshot)
+        milli = {"cpu", s.isolated.resource}
+        return SimulationResult(
+            pods=pods,
+            pod_groups=groups,
+            nodes=node_usage(s.snapshot, milli),
+            virtual_seconds=self.clock.now(),
+            cycles=s.cycle,
+            events=[
+                {"pod": e.pod, "type": e.type, "reason": e.reason, "message": e.message}
+                for e in self.cluster.events
+            ],
+        )
+
+
+def _uid(obj: Mapping[str, Any]) -> str:
+    md = obj.get("metadata")
+    uid = md.get("uid") if isinstance(md, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def simulate(
+    objects: Sequence[Mapping[str, Any]], config: SchedulerConfig, until: float | None = None
+) -> SimulationResult:
+    # The result is handed out through a list, not as the task's result: on
+    # Python 3.11 asyncio.run's SIGINT clean-up (signal.getsignal) builds the
+    # repr of its handler, a partial holding the main task, and a finished
+    # task's repr includes its result's: the whole SimulationResult, pods and
+    # nodes, formatted only to be thrown away (~0.7 s on 10000 pods).
+    out: list[SimulationResult] = []
+
+    async def main() -> None:
+        out.append(await Simulation(objects, config).run(until))
+
+    with _fewer_collections():
+        asyncio.run(main())
+    return out[0]
+
+
+# Allocations between two young collections while simulating (Python's default: 700).
+_SIMULATION_GC_THRESHOLD: Final = 20_000
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic collector runs less often while simulating: the scheduler
+    keeps what it builds (parsed pods, cache and queue entries) for the whole
+    run, so with the default threshold the collector walks that growing, live
+    heap again and again (~1000 collections, a seventh of the CPU on 10000
+    pods) and finds little to free. Reference counting frees the rest as
+    before; cyclic garbage (a failed task's traceback) is still collected,
+    later. The thresholds are restored afterwards."""
+    before = gc.get_threshold()
+    if before[0]:  # 0: automatic collection is off, and stays off
+        gc.set_threshold(max(before[0], _SIMULATION_GC_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
+def _human(resource: str, v: float | int) -> str:
+    """Bytes in binary units for people (the JSON output keeps plain numbers)."""
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if v >= size:
+                return f"{v / size:.1f}".removesuffix(".0") + unit
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _node_shown(v: Mapping[str, Any]) -> str:
+    if v["node"]:
+        return str(v["node"])
+    return "<preempted>" if "preemptedFrom" in v else "<pending>"
+
+
+def format_table(result: SimulationResult) -> str:
+    lines = []
+    w = max([len("POD"), *(len(k) for k in result.pods)])
+    shown = {k: _node_shown(v) for k, v in result.pods.items()}
+    nw = max([len("NODE"), *(len(n) for n in shown.values())])
+    lines.append(f"{'POD':<{w}}  {'NODE':<{nw}}  REASON")
+    for k, v in result.pods.items():
+        lines.append(f"{k:<{w}}  {shown[k]:<{nw}}  {v['reason'] or ''}".rstrip())
+    victims = {k: v for k, v in result.pods.items() if v.get("preemptedBy")}
+    if victims:
+        lines.append("")
+        vw = max([len("PREEMPTED"), *(len(k) for k in victims)])
+        bw = max([len("PREEMPTED BY"), *(len(v["preemptedBy"]) for v in victims.values())])
+        lines.append(f"{'PREEMPTED':<{vw}}  {'PREEMPTED BY':<{bw}}  FROM NODE")
+        for k, v in victims.items():
+            where = v.get("preemptedFrom") or v["node"] or ""
+            lines.append(f"{k:<{vw}}  {v['preemptedBy']:<{bw}}  {where}".rstrip())
+    vols = [(k, c, v) for k, p in result.pods.items() for c, v in p.get("volumes", {}).items()]
+    if vols:
+        lines.append("")
+        pw = max([len("POD"), *(len(k) for k, _, _ in vols)])
+        cw = max([len("CLAIM"), *(len(c) for _, c, _ in vols)])
+        lines.append(f"{'POD':<{pw}}  {'CLAIM':<{cw}}  VOLUME")
+        for k, c, v in vols:
+            how = "provisioned" if v["provisioned"] else "bound"
+            lines.append(f"{k:<{pw}}  {c:<{cw}}  {v['pv']} ({how})")
+    if result.pod_groups:
+        lines.append("")
+        gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])
+        lines.append(f"{'PODGROUP':<{gw}}  {'PHASE':<12}  SCHEDULED  RUNNING")
+        for k, g in result.pod_groups.items():
+            lines.append(f"{k:<{gw}}  {g['phase']:<12}  {g['scheduled']:<9}  {g['running']}")
+    lines.append("")
+    nw2 = max([len("NODE"), *(len(k) for k in result.nodes)])
+    lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")
+    for name, use in result.nodes.items():
+        parts = [
+            f"{r} {_human(r, u['requested'])}/{_human(r, u['allocatable'])}" for r, u in use.items()
+        ]
+        lines.append(f"{name:<{nw2}}  {', '.join(parts)}")
+    return "\n".join(lines)
+
+
+def format_output(result: SimulationResult, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(result.to_json_obj(), indent=2)
+    if fmt == "yaml":
+        # libyaml's emitter when PyYAML has it: the same text, four times faster
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(result.to_json_obj(), Dumper=dumper, sort_keys=False)
+    return format_table(result)
