@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.apiserver.helm import helm
+from apiserver.helm import helm
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "troupe"

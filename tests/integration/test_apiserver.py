@@ -20,7 +20,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config import incluster_config
 
-from tests.apiserver import ApiServer, WriteRecord
+from apiserver import ApiServer, WriteRecord
 
 REPO = Path(__file__).resolve().parents[2]
 JSON = "application/json"

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.apiserver import ApiServer
+from apiserver import ApiServer
+from apiserver.replica import Troupe, until
+from bench.e2e import LeaseWatch
 from tests.builders import make_node, make_pod
-from tests.integration.troupe import Troupe, until
-from tests.perf.e2e import LeaseWatch
 from troupe.api.quantity import parse_quantity
 
 LEASE = ("leases", "kube-system", "troupe-scheduler")
@@ -411,3 +411,57 @@ def test_a_hung_elector_stops_its_leader(api: ApiServer, tmp_path: Path) -> None
         if child and not gone(child):
             os.kill(child, signal.SIGCONT)
         stop_all(a, b)
+
+
+def faketime(offset: str) -> dict[str, str]:
+    """The environment that sets a replica's wall clock `offset` off (libfaketime,
+    Debian's faketime package; `make install` installs it). The monotonic clock
+    is left alone, as two machines' monotonic clocks are simply unrelated."""
+    libs = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    assert libs, "libfaketime is missing: apt-get install faketime (make install does)"
+    return {"LD_PRELOAD": str(libs[0]), "FAKETIME": offset, "DONT_FAKE_MONOTONIC": "1"}
+
+
+@pytest.mark.parametrize("offset", ["+20s", "-20s"])
+def test_a_standby_with_a_skewed_clock_never_takes_a_renewed_lease(
+    api: ApiServer, tmp_path: Path, offset: str
+) -> None:
+    """Found by a hostile probe: a standby whose clock ran ~13 s or more ahead took
+    the Lease from a healthy leader (it compared the renewTime the leader wrote
+    with its own clock), and both wrote. With the standby's clock 20 s ahead or
+    behind: it never takes the Lease while the leader renews, and when the
+    leader hangs it takes over within leaseDuration of the last renewal it saw
+    (the skew adds nothing), one writer at a time throughout."""
+    kc = api.write_kubeconfig(tmp_path / "kc")
+    add_nodes(api, 4, cpu=8)
+    leases = LeaseWatch(api)
+    a = Troupe(tmp_path, kubeconfig=kc, identity="a").start().wait_ready()
+    b = None
+    try:
+        until(lambda: holder(api) == "a", what="a leads")
+        b = Troupe(tmp_path, kubeconfig=kc, identity="b", env=faketime(offset)).start()
+        b.wait_ready()
+        t0 = time.time()
+        for i in range(30):
+            add_pod(api, f"p{i}", "500m")
+            time.sleep(0.2)  # the load spans many renewals (retryPeriod 500ms)
+        until(lambda: settled(api, 30), what="pods bound")
+        assert {h for t, _, h in leases.renewals if t >= t0} == {"a"}
+        assert b.metric("leader_election_master_status") == 0
+        assert a.proc is not None
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            cut = time.time()
+            taken = until(lambda: taken_by(leases, "b", cut), timeout=60, what="hand-over")
+            last = max(t for t, _, h in leases.renewals if h == "a")
+            # renewals stop within renewDeadline; the standby waits leaseDuration
+            # from the last change it saw, on its own clock: not 20 s more or less
+            assert LEASE_DURATION <= taken - last < LEASE_DURATION + RENEW_DEADLINE + 2
+            add_pod(api, "after", "500m")
+            until(lambda: settled(api, 31), what="the new leader binds")
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        assert a.wait(30) == 1
+        check_invariants(api)
+    finally:
+        stop_all(*(t for t in (a, b) if t is not None))

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apiserver import ApiServer
-from tests.apiserver.helm import helm
-from tests.apiserver.kubectl import Kubectl
+from apiserver import ApiServer
+from apiserver.helm import helm
+from apiserver.kubectl import Kubectl
 from troupe.config import parse_config
 from troupe.plugins.registry import IN_TREE
 

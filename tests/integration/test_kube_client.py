@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from kubernetes import client as k8s
 
-from tests.apiserver import ApiServer
+from apiserver import ApiServer
 from troupe.api.types import NodeName, PodKey
 from troupe.cluster import BindConflict, NotFound, NotLeader
 from troupe.events import ObjectRef

@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.apiserver import ApiServer
-from tests.apiserver.kubectl import KUBECTL, Kubectl, table
+from apiserver import ApiServer
+from apiserver.kubectl import KUBECTL, Kubectl, table
 
 REPO = Path(__file__).resolve().parents[2]
 

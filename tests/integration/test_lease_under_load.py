@@ -4,12 +4,12 @@ write, through the load and until the Lease has been renewed several times
 whatever the machine's speed. The leader's renewals stay about `retryPeriod` apart (client-go's
 rhythm: the next try starts `retryPeriod` after the last one ended), no other
 replica ever holds the Lease, and only the leader binds. The full-size run
-(10000 pods on 5000 nodes) is `make bench` (tests/perf/e2e.py)."""
+(10000 pods on 5000 nodes) is `make bench` (bench/e2e.py)."""
 
 from __future__ import annotations
 
-from tests.integration.troupe import FAST_LEADER_ELECTION
-from tests.perf import e2e
+from apiserver.replica import FAST_LEADER_ELECTION
+from bench import e2e
 
 # retryPeriod of FAST_LEADER_ELECTION (500ms), plus what a renewal may take
 # while the leader's other threads hold the interpreter; well under

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.apiserver import ApiServer
-from tests.apiserver.resources import native_podgroups
+from apiserver import ApiServer
+from apiserver.replica import Troupe, until
+from apiserver.resources import native_podgroups
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, bound
-from tests.integration.troupe import Troupe, until
 from troupe.cluster import NotFound
 from troupe.kube import KubeClient, discover_native_pod_groups
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.apiserver import ApiServer
+from apiserver import ApiServer
+from apiserver.replica import REPO, Troupe, in_cluster_prelude, until
 from tests.builders import make_node, make_pod
-from tests.integration.troupe import REPO, Troupe, in_cluster_prelude, until
 
 
 @pytest.fixture
@@ -370,8 +370,8 @@ def test_issue14_a_leader_that_cannot_renew_stops_binding_before_another_leads(
 
 
 def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests import demo
-    from tests.integration.troupe import free_port
+    from apiserver import demo
+    from apiserver.replica import free_port
 
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out

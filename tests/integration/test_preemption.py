@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.apiserver import ApiServer
+from apiserver import ApiServer
+from apiserver.replica import Troupe, until
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, events_of, node_of
-from tests.integration.troupe import Troupe, until
 
 HOLD = "example.com/hold"
 

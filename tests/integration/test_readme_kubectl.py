@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import demo
-from tests.apiserver import ApiServer
-from tests.integration.troupe import REPO, Troupe, until
+from apiserver import ApiServer, demo
+from apiserver.replica import REPO, Troupe, until
 from troupe.simulate import load_objects
 
 KUBECTL = Path(sys.executable).parent / "kubectl"

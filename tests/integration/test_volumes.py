@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.apiserver import ApiServer
+from apiserver import ApiServer
+from apiserver.replica import Troupe, until
 from tests.builders import make_node, make_pod
-from tests.integration.troupe import Troupe, until
 from tests.volume_builders import hostname_affinity, pvc, storage_class, with_claims
 
 SELECTED = "volume.kubernetes.io/selected-node"

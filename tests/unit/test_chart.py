@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from apiserver.helm import helm
 from tests import manifests_render
-from tests.apiserver.helm import helm
 from troupe.config import parse_config
 from troupe.plugins.registry import IN_TREE
 

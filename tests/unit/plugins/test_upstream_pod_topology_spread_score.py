@@ -28,7 +28,7 @@ Skipped (and why):
   and every node in both zones the state differs only in the recorded policy,
   and every score is 100 either way; the policies' effect on scores is covered by
   the TestPodTopologySpreadScore cases of the same names.
-- BenchmarkTestPodTopologySpreadScore: a benchmark (tests/perf covers ours).
+- BenchmarkTestPodTopologySpreadScore: a benchmark (bench covers ours).
 """
 
 from __future__ import annotations

@@ -29,10 +29,10 @@ from typing import Any, Final
 
 from sortedcontainers import SortedDict
 
-from tests.apiserver import resources
-from tests.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
-from tests.apiserver.resources import Registry, Resource
-from tests.apiserver.selectors import Predicate
+from apiserver import resources
+from apiserver.patch import json_patch, merge_patch, strategic_merge_patch
+from apiserver.resources import Registry, Resource
+from apiserver.selectors import Predicate
 
 SYSTEM_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 MERGE_PATCH: Final = "application/merge-patch+json"

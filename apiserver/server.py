@@ -30,11 +30,11 @@ from typing import Any, Final, TypeVar
 import aiohttp.web as web
 import yaml
 
-from tests.apiserver import protobuf, tables
-from tests.apiserver.patch import PatchError
-from tests.apiserver.resources import Resource
-from tests.apiserver.selectors import SelectorError, selector
-from tests.apiserver.store import DROP, STOP, ApiError, Store, Watcher, status_body
+from apiserver import protobuf, tables
+from apiserver.patch import PatchError
+from apiserver.resources import Resource
+from apiserver.selectors import SelectorError, selector
+from apiserver.store import DROP, STOP, ApiError, Store, Watcher, status_body
 
 T = TypeVar("T")
 VERSION: Final = {

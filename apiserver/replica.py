@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 # Short leader-election timings so that fail-over tests take seconds.
 FAST_LEADER_ELECTION: Mapping[str, Any] = {

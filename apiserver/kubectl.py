@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.apiserver.server import ApiServer
+from apiserver.server import ApiServer
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 

@@ -1,7 +1,7 @@
 """troupe.scoreWatermark against full scoring and against sampling: speed and
 placement quality, in process (real Scheduler, in-memory cluster, virtual clock).
 
-    python -m tests.perf.watermark [--nodes 5000] [--running 5000] [--pods 5000] [--runs 3]
+    python -m bench.watermark [--nodes 5000] [--running 5000] [--pods 5000] [--runs 3]
 
 The cluster is uneven on purpose, or every placement would be as good as any:
 node sizes cycle through 4, 8, 16 and 32 cpu (memory alike), the running pods
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.perf import workloads
+from bench import workloads
 from troupe.api.types import PodKey
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster

@@ -6,10 +6,10 @@ part starts once nodes and running pods are loaded and the pods to schedule
 are queued, and ends when every one of them is bound: that is the scheduling
 throughput (pods/s) kube-scheduler's scheduler_perf reports.
 
-    python -m tests.perf.bench                  # every case
-    python -m tests.perf.bench --case basic-5000
+    python -m bench.bench                  # every case
+    python -m bench.bench --case basic-5000
 
-The whole suite ends with tests/perf/watermark.py: troupe.scoreWatermark
+The whole suite ends with bench/watermark.py: troupe.scoreWatermark
 against full scoring and sampling, speed and placement quality.
 """
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.perf import workloads
+from bench import workloads
 from troupe.api.types import PodKey
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
@@ -318,7 +318,7 @@ def run_case(name: str) -> dict[str, Any]:
 
 def _in_subprocess(name: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "tests.perf.bench", "--case", name, "--json"],
+        [sys.executable, "-m", "bench.bench", "--case", name, "--json"],
         check=True,
         capture_output=True,
         text=True,
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_table(rows)
     if not args.case:  # the whole suite: troupe.scoreWatermark too
         sys.stdout.flush()
-        subprocess.run([sys.executable, "-m", "tests.perf.watermark"], check=True)
+        subprocess.run([sys.executable, "-m", "bench.watermark"], check=True)
     return 0
 
 

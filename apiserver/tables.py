@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.apiserver.resources import Resource
+from apiserver.resources import Resource
 
 Row = list[Any]
 

@@ -1,6 +1,6 @@
 """`make demo`: Troupe against an embedded Kubernetes API server.
 
-Starts the embedded API server (tests/apiserver) on localhost, serving
+Starts the embedded API server (apiserver) on localhost, serving
 Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1) as a cluster with the
 GenericWorkload gate does, applies the repository's CRDs and the nodes,
 PodGroups (of both APIs), storage classes, claims and pods of
@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from tests.apiserver import ApiServer
-from tests.integration.troupe import Troupe
+from apiserver import ApiServer
+from apiserver.replica import Troupe
 from troupe.simulate import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent

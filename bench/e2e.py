@@ -1,12 +1,12 @@
 """End-to-end figure: pods/s from creation to bound, with `troupe run` started as
 users start it, against the embedded API server.
 
-    python -m tests.perf.e2e [--nodes 5000] [--pods 10000] [--replicas 2]
+    python -m bench.e2e [--nodes 5000] [--pods 10000] [--replicas 2]
                              [--runs 2] [--profile DIR] [--quick]
 
-The API server (tests/apiserver) serves from a thread of this process; Troupe
+The API server (apiserver) serves from a thread of this process; Troupe
 is a child process (`python -m troupe run --kubeconfig F`, see
-tests/integration/troupe.py) with `--qps 5000 --burst 5000`, so the server's
+apiserver/replica.py) with `--qps 5000 --burst 5000`, so the server's
 CPU is not Troupe's. Nodes are created before Troupe starts; the clock starts
 when the first pod is created and stops when the server has accepted the last
 binding. Reported per run:
@@ -27,7 +27,7 @@ binding. Reported per run:
   standby runs too, watching everything as the leader does).
 
 With `--profile DIR`, py-spy samples the leader during the window (raw folded
-stacks in DIR, then a breakdown by where the time went; see tests/perf/spy.py).
+stacks in DIR, then a breakdown by where the time went; see bench/spy.py).
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.apiserver import ApiServer
-from tests.apiserver.server import WriteRecord
-from tests.integration.troupe import Troupe, until
-from tests.perf import spy, workloads
+from apiserver import ApiServer
+from apiserver.replica import Troupe, until
+from apiserver.server import WriteRecord
+from bench import spy, workloads
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 QPS = 5000

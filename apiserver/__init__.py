@@ -1,5 +1,9 @@
 """An embedded Kubernetes API server for tests and `make demo` (why: see server.py).
 
+Not part of Troupe's distribution: it lives beside the `troupe` package so that
+the demo (`python -m apiserver.demo`), the benchmarks (bench/) and the tests
+(tests/integration/test_apiserver.py checks it) share it.
+
     async with ApiServer(podgroups=True) as srv:      # or srv.start_in_thread() for sync code
         srv.write_kubeconfig(tmp / "kubeconfig")      # kubectl, kopf, the kubernetes client
         srv.create(node); srv.fail_next["pods/binding"] = [500]
@@ -8,7 +12,8 @@
 Modules: `store` (objects, resourceVersions, event log, watch fan-out), `server`
 (HTTP, discovery, watch streams, faults, TLS/token), `selectors`, `patch`,
 `tables` (Table output for kubectl get), `resources` (served kinds, CRDs),
-`protobuf` (kubectl's typed-client bodies), `kubectl` (running the real binary).
+`protobuf` (typed clients' bodies), `kubectl` and `helm` (the real binaries),
+`replica` (`troupe run` as a child process) and `demo` (`make demo`).
 
 Where it knowingly differs from kube-apiserver:
 - a pod created with a status keeps it (kube resets it to Pending), so a test can
@@ -21,14 +26,15 @@ Where it knowingly differs from kube-apiserver:
 - no validation against schemas, no admission, no RBAC (one bearer token or none);
 - server-side apply merges the intent without field ownership (no managedFields);
 - responses are always JSON; protobuf request bodies are read for Namespace,
-  ConfigMap, ServiceAccount and PriorityClass only (others 415);
+  ConfigMap, ServiceAccount, Secret, PriorityClass and DeleteOptions only
+  (others 415);
 - /openapi/v2 is an empty document (enough for kubectl's validation), /openapi/v3
   is 404 (so `kubectl explain` does not work); aggregated discovery is not served
   (kubectl falls back to the legacy documents).
 """
 
-from tests.apiserver.resources import PODGROUP, Resource
-from tests.apiserver.server import ApiServer, Hang, ServerThread, WriteRecord
-from tests.apiserver.store import ApiError
+from apiserver.resources import PODGROUP, Resource
+from apiserver.server import ApiServer, Hang, ServerThread, WriteRecord
+from apiserver.store import ApiError
 
 __all__ = ["PODGROUP", "ApiError", "ApiServer", "Hang", "Resource", "ServerThread", "WriteRecord"]

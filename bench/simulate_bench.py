@@ -2,7 +2,7 @@
 
 Input is what `kubectl get nodes,pods -A -o yaml` (or `-o json`) prints for a
 cluster of 5000 nodes with 1000 running pods, plus 10000 pending pods
-(tests/perf/sim_input.py; generated once and kept in the system's temporary
+(bench/sim_input.py; generated once and kept in the system's temporary
 directory). Each run is a fresh `troupe simulate --timings` process; we report
 its wall time, pods/s (pending pods / wall time, process start-up and imports
 included), the CPU time it used, and the split it prints: reading (file read,
@@ -10,7 +10,7 @@ UTF-8, parse, checks), scheduling, output. `make bench` compiles Troupe's
 bytecode first, as `pip install` does (with PYTHONDONTWRITEBYTECODE set, an
 editable install would otherwise compile every module in every run: ~0.3 s).
 
-    python -m tests.perf.simulate_bench [--runs 2] [--format yaml --format json ...]
+    python -m bench.simulate_bench [--runs 2] [--format yaml --format json ...]
 
 A third input, `yaml+text`, is the same cluster with pending pods that carry long
 text kubectl folds over lines (sim_input.with_text): it times that path of the
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.perf import sim_input
+from bench import sim_input
 
 NODES, RUNNING, PENDING = 5000, 1000, 10000
 TARGET_PODS_PER_S = 1000.0

@@ -8,7 +8,7 @@ and images. The simulator reads a few fields of each and must still parse all
 the rest, so this is what the intake benchmark feeds it (the templates in
 workloads.py are the minimal objects scheduler_perf uses).
 
-    python -m tests.perf.sim_input DIR [--nodes 5000] [--running 1000] [--pending 10000]
+    python -m bench.sim_input DIR [--nodes 5000] [--running 1000] [--pending 10000]
 
 writes DIR/cluster.yaml (Nodes and running Pods), DIR/pods.yaml (pending Pods)
 and the same two as .json; and DIR/pods-text.yaml, the pending pods with long
