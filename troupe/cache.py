@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from troupe.api.types import (
+    INT64_MAX,
+    INT64_MIN,
     GroupKey,
     LabelSelector,
     Node,
@@ -44,8 +46,6 @@ from troupe.api.types import (
 )
 from troupe.clock import Clock
 from troupe.snapshot import (
-    INT64_MAX,
-    INT64_MIN,
     IsolatedCPU,
     NodeTable,
     Snapshot,

@@ -85,7 +85,13 @@ from typing import Any, Final
 
 import yaml
 
-from troupe.api.types import ISOLATED_CPU_RESOURCE
+from troupe.api.types import (
+    INT64_MAX,
+    INT64_MIN,
+    ISOLATED_CPU_RESOURCE,
+    MAX_DURATION_SECONDS,
+    describe_int,
+)
 from troupe.framework.features import GATES, Features
 from troupe.framework.interface import (
     EXTENSION_POINTS,
@@ -246,7 +252,7 @@ def _show(v: object) -> str:
     if isinstance(v, str) and len(v) > 60:
         v = v[:57] + "..."
     if isinstance(v, int) and not isinstance(v, bool):
-        return _number(v)
+        return describe_int(v)
     try:
         return json.dumps(v)
     except (TypeError, ValueError):
@@ -284,12 +290,10 @@ def _list(v: object, path: str) -> list[Any]:
     return v
 
 
-# kube-scheduler decodes its integers into Go's int64 (or narrower): a larger
-# number is refused where it is read, never left to overflow later.
-INT64_MIN: Final = -(2**63)
-INT64_MAX: Final = 2**63 - 1
-# The longest Go time.Duration (int64 nanoseconds), about 292 years.
-MAX_SECONDS: Final = INT64_MAX // 10**9
+# kube-scheduler decodes its integers into Go's int64 (or narrower) and its
+# durations into time.Duration: a larger number is refused where it is read,
+# never left to overflow later.
+MAX_SECONDS: Final = MAX_DURATION_SECONDS
 
 
 def _finite(v: int | float) -> bool:
@@ -310,20 +314,12 @@ def _int(v: object, path: str, lo: int | None = None, hi: int | None = None) -> 
     if low <= v <= high:
         return v
     if lo is not None and hi is not None:
-        raise ConfigError(path, f"must be between {lo} and {hi}, got {_number(v)}")
+        raise ConfigError(path, f"must be between {lo} and {hi}, got {describe_int(v)}")
     if v < low and lo is not None:
-        raise ConfigError(path, f"must be >= {lo}, got {_number(v)}")
+        raise ConfigError(path, f"must be >= {lo}, got {describe_int(v)}")
     if v > high and hi is not None:
-        raise ConfigError(path, f"must be <= {hi}, got {_number(v)}")
-    raise ConfigError(path, f"must be a 64-bit integer, got {_number(v)}")
-
-
-def _number(v: int) -> str:
-    """An integer for a message: its digits, or how many there are past 40."""
-    digits = str(abs(v))
-    if len(digits) <= 40:
-        return str(v)
-    return f"an integer of {len(digits)} digits"
+        raise ConfigError(path, f"must be <= {hi}, got {describe_int(v)}")
+    raise ConfigError(path, f"must be a 64-bit integer, got {describe_int(v)}")
 
 
 def _seconds(v: object, path: str, *, positive: bool = False) -> float:

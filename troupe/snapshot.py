@@ -35,6 +35,8 @@ import numpy.typing as npt
 
 from troupe.api.types import (
     CPU,
+    INT64_MAX,
+    INT64_MIN,
     ISOLATED_CPU_ANNOTATION,
     ISOLATED_CPU_RESOURCE,
     MEMORY,
@@ -57,8 +59,6 @@ BoolArray = npt.NDArray[np.bool_]
 IntpArray = npt.NDArray[np.intp]
 
 BASE_RESOURCES: Final = (CPU, MEMORY, "ephemeral-storage", PODS)
-INT64_MAX: Final = 2**63 - 1
-INT64_MIN: Final = -(2**63)
 NO_VALUE: Final = -1  # label id of a node that lacks the label key
 K = TypeVar("K")
 

@@ -76,6 +76,9 @@ from troupe.api.types import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
     MEMORY,
     MILLI_RESOURCES,
     NATIVE_POD_GROUP_API,
@@ -98,6 +101,7 @@ from troupe.api.types import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
     Workload,
+    describe_int,
 )
 
 __all__ = [
@@ -390,14 +394,12 @@ def _host_ports(containers: list[tuple[str, Mapping[str, Any]]]) -> tuple[HostPo
 # seconds (and, validated, never negative). A value beyond them cannot come from a
 # cluster; from a dump it is refused here, naming the field, instead of failing
 # later (a victim that could never be deleted, sums past int64).
-INT32_MAX: Final = 2**31 - 1
-INT64_MAX: Final = 2**63 - 1
 
 
 def _check_ranges(spec: Mapping[str, Any]) -> None:
     p = get_int(spec, "priority", "spec.")
-    if p is not None and not -INT32_MAX - 1 <= p <= INT32_MAX:
-        raise invalid("spec.priority", _digits(p), "must be a 32-bit integer")
+    if p is not None and not INT32_MIN <= p <= INT32_MAX:
+        raise invalid("spec.priority", describe_int(p), "must be a 32-bit integer")
     grace = get_int(spec, "terminationGracePeriodSeconds", "spec.")
     if grace is not None and grace < 0:
         raise invalid(
@@ -405,13 +407,8 @@ def _check_ranges(spec: Mapping[str, Any]) -> None:
         )
     if grace is not None and grace > INT64_MAX:
         raise invalid(
-            "spec.terminationGracePeriodSeconds", _digits(grace), "must be a 64-bit integer"
+            "spec.terminationGracePeriodSeconds", describe_int(grace), "must be a 64-bit integer"
         )
-
-
-def _digits(v: int) -> object:
-    """A huge integer as messages show it: by its number of digits."""
-    return v if abs(v) < 10**20 else f"<an integer of {len(str(abs(v)))} digits>"
 
 
 def _priority(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> int:

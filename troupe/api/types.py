@@ -142,8 +142,20 @@ class Requirement:
         return have > want if op is SelectorOp.GT else have < want
 
 
-_INT64_MIN: Final = -(2**63)
-_INT64_MAX: Final = 2**63 - 1
+# Go's integer types, as the API server and kube-scheduler hold numbers: a value
+# beyond them cannot come from a cluster, and is refused where it is read.
+INT32_MIN: Final = -(2**31)
+INT32_MAX: Final = 2**31 - 1
+INT64_MIN: Final = -(2**63)
+INT64_MAX: Final = 2**63 - 1
+# The longest Go time.Duration (int64 nanoseconds), about 292 years.
+MAX_DURATION_SECONDS: Final = INT64_MAX // 10**9
+
+
+def describe_int(v: int) -> str:
+    """An integer for a message: its digits, or how many there are past 40."""
+    digits = str(abs(v))
+    return str(v) if len(digits) <= 40 else f"an integer of {len(digits)} digits"
 
 
 def parse_label_int(text: str) -> int | None:
@@ -153,7 +165,7 @@ def parse_label_int(text: str) -> int | None:
     if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 4000:
         return None
     n = int(text)
-    return n if _INT64_MIN <= n <= _INT64_MAX else None
+    return n if INT64_MIN <= n <= INT64_MAX else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
-from troupe.api.types import NodeName, Pod, PodGroup
+from troupe.api.types import MAX_DURATION_SECONDS, NodeName, Pod, PodGroup, describe_int
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
@@ -49,22 +49,14 @@ from troupe.snapshot import NodeTable
 __all__ = ["Coscheduling", "CoschedulingArgs", "PodGroupManager"]
 
 
-# The longest Go time.Duration (int64 nanoseconds), about 292 years.
-_MAX_SECONDS: Final = (2**63 - 1) // 10**9
-
-
 def _seconds(args: Mapping[str, Any], key: str, default: float, minimum: float) -> float:
     v = args.get(key, default)
+    shown = describe_int(v) if isinstance(v, int) else repr(v)[:40]
     if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < minimum:
-        raise PluginArgsError(key, f"must be a number >= {minimum:g}, got {_shown(v)}")
-    if v > _MAX_SECONDS:
-        raise PluginArgsError(key, f"must be at most {_MAX_SECONDS} seconds, got {_shown(v)}")
+        raise PluginArgsError(key, f"must be a number >= {minimum:g}, got {shown}")
+    if v > MAX_DURATION_SECONDS:
+        raise PluginArgsError(key, f"must be at most {MAX_DURATION_SECONDS} seconds, got {shown}")
     return float(v)
-
-
-def _shown(v: object) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Coscheduling(
