@@ -1002,7 +1002,16 @@ def _scalar(ctor: yaml.constructor.SafeConstructor, ev: Any) -> Any:
             raise _Unusual  # `<<` merges, `=` is a string as a key only: SafeLoader's
     node = yaml.ScalarNode(tag, value, ev.start_mark, ev.end_mark, ev.style)
     construct = _SCALARS.get(tag, _SCALARS[None])  # None: "could not determine a constructor"
-    return construct(ctor, node)
+    try:
+        return construct(ctor, node)
+    except yaml.YAMLError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
+        # PyYAML's constructors assume text their tag resolves to: an explicit tag on
+        # other text (`!!int` on nothing, `!!float abc`) fails in Python, not in YAML.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"cannot read {value!r} as {tag} ({type(e).__name__})", ev.start_mark
+        ) from None
 
 
 def load_yaml_documents(text: str) -> list[Any]:

@@ -136,3 +136,17 @@ def test_a_large_file_is_read_as_one_piece(tmp_path: Path) -> None:
     assert load_objects([str(f)]) == []
     f.write_text(text.replace("items : []\n", ""))
     assert len(load_objects([str(f)])) == 40_000
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["!!int", "!!int abc", "!!float x", "!!timestamp 2020-99-99", "!!bool maybe"],
+)
+def test_an_explicit_tag_on_text_it_cannot_read_is_a_yaml_error(value: str) -> None:
+    # PyYAML's own constructors raise IndexError, ValueError or KeyError here: a
+    # traceback for the user instead of a line naming where the file is wrong.
+    with pytest.raises(yaml.YAMLError) as e:
+        load_yaml_documents(f"kind: List\nitems: {value}\n")
+    assert "line 2" in str(e.value)
+    text = value.partition(" ")[2]
+    assert f"cannot read {text!r}" in str(e.value)
