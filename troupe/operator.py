@@ -544,6 +544,28 @@ async def run(
             lost = True
             stop.set()
 
+    # Defined before the elector starts: it may win the Lease (and call `started`)
+    # while API discovery below is still awaited.
+    synced = asyncio.Event()
+
+    async def sync() -> None:
+        count = await initial_sync(kube, scheduler, kinds)
+        if on_synced is not None:
+            on_synced()
+        synced.set()
+        log.info("%s: caches synced, %d objects", identity, count)
+
+    async def schedule() -> None:
+        nonlocal scheduling
+        await synced.wait()
+        if stop.is_set():
+            return
+        scheduler.enable_writes()
+        metrics.set_leader(le.resource_name, True)
+        log.info("%s leads: scheduling", identity)
+        scheduling = asyncio.current_task()
+        await scheduler.run(stop)
+
     election: ElectorProcess | None = None
     if le.leader_elect:
 
@@ -566,7 +588,6 @@ async def run(
         kube.fence = election.leading
         scheduler.writes_enabled = False
     kinds = await watched_kinds(kube, kinds)
-    synced = asyncio.Event()
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
     kopf_thread = KopfThread(build_registry(scheduler, loop, kube.credentials, kinds))
@@ -581,24 +602,6 @@ async def run(
         return None
 
     checks["scheduling-loop"] = loop_alive
-
-    async def sync() -> None:
-        count = await initial_sync(kube, scheduler, kinds)
-        if on_synced is not None:
-            on_synced()
-        synced.set()
-        log.info("%s: caches synced, %d objects", identity, count)
-
-    async def schedule() -> None:
-        nonlocal scheduling
-        await synced.wait()
-        if stop.is_set():
-            return
-        scheduler.enable_writes()
-        metrics.set_leader(le.resource_name, True)
-        log.info("%s leads: scheduling", identity)
-        scheduling = asyncio.current_task()
-        await scheduler.run(stop)
 
     tasks.append(asyncio.create_task(sync()))
     if election is not None:

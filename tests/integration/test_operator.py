@@ -164,6 +164,33 @@ def test_in_cluster_credentials_bind_a_pod_created_after_start_up(tmp_path: Path
         assert not [w for w in srv.writes if w.status == 401]
 
 
+def test_the_lease_won_during_api_discovery_starts_scheduling(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # The elector child may win the Lease before API discovery has answered: the
+    # parent then starts scheduling from a callback that ran before the scheduling
+    # task was defined (a NameError, and a leader that never scheduled).
+    nodes(api, 1)
+    pod(api, "p0")
+    held = api.hang("/apis/scheduling.k8s.io")
+    with Troupe(tmp_path, kubeconfig=kubeconfig, identity="a") as t:
+        until(
+            lambda: (
+                (api.get("leases", "kube-system", "troupe-scheduler") or {})
+                .get("spec", {})
+                .get("holderIdentity")
+                == "a"
+            ),
+            what="the Lease taken while discovery hangs",
+        )
+        assert held.waiting >= 1
+        api.unhang(held)
+        t.wait_ready()
+        until(lambda: node_of(api, "p0") == "n0", what="p0 bound by the new leader")
+        assert t.stop() == 0
+    assert "Traceback" not in t.log()
+
+
 def test_a_wrong_token_is_refused_and_said(tmp_path: Path) -> None:
     srv = ApiServer(podgroups=True, token="right")
     with srv.start_in_thread():
