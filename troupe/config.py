@@ -1009,8 +1009,10 @@ def _scalar(ctor: yaml.constructor.SafeConstructor, ev: Any) -> Any:
     except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
         # PyYAML's constructors assume text their tag resolves to: an explicit tag on
         # other text (`!!int` on nothing, `!!float abc`) fails in Python, not in YAML.
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        why = str(e) if isinstance(e, ValueError | OverflowError) and str(e) else type(e).__name__
         raise yaml.constructor.ConstructorError(
-            None, None, f"cannot read {value!r} as {tag} ({type(e).__name__})", ev.start_mark
+            None, None, f"cannot read {shown!r} as {tag} ({why})", ev.start_mark
         ) from None
 
 
