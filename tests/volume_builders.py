@@ -17,8 +17,8 @@ from troupe.cache import Cache
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.filtering import FilterResult
 from troupe.framework.handle import Handle
-from troupe.framework.interface import FilterResult
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.snapshot import Snapshot
 

@@ -13,12 +13,12 @@ from troupe.api.types import (
 )
 from troupe.cluster import BIND_CONFLICT
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     EventResource,
-    QueuedPodInfo,
 )
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Status
 from troupe.state import SchedulerState, as_mapping, pod_ref

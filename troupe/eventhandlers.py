@@ -28,7 +28,7 @@ from troupe.api.types import (
     PodKey,
     pod_group_key,
 )
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     EventResource,

@@ -47,14 +47,14 @@ from sortedcontainers import SortedList
 
 from troupe.api.types import Pod, PodKey
 from troupe.clock import Clock
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
-    QueuedPodInfo,
     QueueingHint,
 )
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.status import Status
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from troupe.api.types import (
 )
 from troupe.cache import PodAlreadyInCache
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.filtering import FilterOutcome
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
     IntpArray,
@@ -27,7 +28,7 @@ from troupe.framework.interface import (
     QueuedPodInfo,
 )
 from troupe.framework.nominator import nominated_rows
-from troupe.framework.runtime import FilterOutcome, Profile
+from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
 from troupe.snapshot import pod_charge

@@ -25,8 +25,9 @@ count in `requested`; every pod's charge has `pods = 1`.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -464,6 +465,17 @@ class NodeTable:
         self._count(row, pod, sign)
         self.generation[row] += 1
 
+    @contextlib.contextmanager
+    def overlay(self) -> Iterator[Overlay]:
+        """Temporary charges: pods added to or removed from rows inside the block
+        are undone, in reverse order, when it ends, however it ends (the group
+        cycle's placements, preemption's removed victims, nominated pods)."""
+        ov = Overlay(self)
+        try:
+            yield ov
+        finally:
+            ov.rollback()
+
     def _count(self, row: int, pod: Pod, sign: int) -> None:
         """The pod in (sign=1) or out of the row's label counters and pod
         (anti-)affinity term counters."""
@@ -613,6 +625,31 @@ class NodeTable:
         self.counters = {m: c.copy() for m, c in src.counters.items()}
         self.term_counters = {t: c.copy() for t, c in src.term_counters.items()}
         self._share_sparse(src)
+
+
+class Overlay:
+    """The charges made inside one `NodeTable.overlay()` block (see there)."""
+
+    __slots__ = ("_table", "_undo")
+
+    def __init__(self, table: NodeTable) -> None:
+        self._table = table
+        self._undo: list[tuple[int, Pod, Charge, int]] = []
+
+    def add(self, row: int, pod: Pod, charge: Charge) -> None:
+        """Charge `pod` on `row` until the block ends."""
+        self._table.charge(row, pod, charge, +1)
+        self._undo.append((row, pod, charge, -1))
+
+    def remove(self, row: int, pod: Pod, charge: Charge) -> None:
+        """Uncharge `pod` (placed on `row`) until the block ends."""
+        self._table.charge(row, pod, charge, -1)
+        self._undo.append((row, pod, charge, +1))
+
+    def rollback(self) -> None:
+        undo, self._undo = self._undo, []
+        for row, pod, charge, sign in reversed(undo):
+            self._table.charge(row, pod, charge, sign)
 
 
 def _add_exact(

@@ -36,12 +36,12 @@ from troupe.cluster import ClusterClient
 from troupe.config import SchedulerConfig
 from troupe.events import ObjectRef
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
-    QueuedPodInfo,
 )
+from troupe.framework.handle import Handle
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.framework.waiting_pods import WaitingPods

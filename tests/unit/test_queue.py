@@ -13,14 +13,14 @@ import pytest
 from tests.builders import make_pod
 from troupe.api.types import Pod
 from troupe.clock import VirtualClock
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
     EventResource,
-    QueuedPodInfo,
     QueueingHint,
 )
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.status import SUCCESS, Code, Status
 from troupe.queue import (
     MAX_INFLIGHT_EVENTS,

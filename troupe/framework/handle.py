@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from troupe.api.types import (
     GroupKey,
@@ -24,23 +24,20 @@ from troupe.api.types import (
 )
 from troupe.clock import Clock
 from troupe.cluster import ClusterClient
+from troupe.framework.events import ClusterEvent
 from troupe.framework.features import Features
+from troupe.framework.filtering import FilterRunner
 from troupe.framework.nominator import Nominator
 from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.metrics import Metrics
-from troupe.snapshot import IsolatedCPU
+from troupe.snapshot import IsolatedCPU, NodeTable
 from troupe.volumes import VolumeStore
-
-if TYPE_CHECKING:
-    from troupe.framework.interface import ClusterEvent
-    from troupe.framework.runtime import Profile
-    from troupe.snapshot import NodeTable
 
 # Called with (event, old object or None, new object or None) for every cluster
 # event the scheduler receives, after the cache has been updated: the analogue
 # of a plugin's informer handlers in kube-scheduler.
-EventWatcher = Callable[["ClusterEvent", Any, Any], None]
+EventWatcher = Callable[[ClusterEvent, Any, Any], None]
 
 
 class ClusterLister(Protocol):
@@ -69,7 +66,7 @@ def _no_snapshot() -> NodeTable:
     raise RuntimeError("no snapshot before the first scheduling cycle")
 
 
-def _no_profile(scheduler_name: str) -> Profile | None:
+def _no_profile(scheduler_name: str) -> FilterRunner | None:
     return None
 
 
@@ -94,7 +91,7 @@ class Handle:
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     # The profile of a scheduler name: its PreFilter and Filter plugins are what
     # preemption's dry runs run (kube-scheduler's framework.Handle does the same).
-    profile_of: Callable[[str], Profile | None] = _no_profile
+    profile_of: Callable[[str], FilterRunner | None] = _no_profile
     # Run a coroutine as a task the scheduler owns (awaited on shutdown).
     spawn: Callable[[Coroutine[Any, Any, None]], None] = lambda coro: coro.close()
     # Why a pending pod's last scheduling attempt failed (the message shown on the

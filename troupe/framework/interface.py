@@ -16,8 +16,7 @@ are `async`; everything in the scheduling cycle is a plain function.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
@@ -26,7 +25,11 @@ import numpy.typing as npt
 
 from troupe.api.types import NodeName, Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.status import Code, Status
+from troupe.framework.events import (
+    ClusterEventWithHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.status import Status
 
 if TYPE_CHECKING:
     from troupe.framework.handle import Handle
@@ -80,42 +83,6 @@ class PreFilterResult:
 
 
 @dataclass(frozen=True, slots=True)
-class FilterResult:
-    """A Filter plugin's answer for the rows it was given.
-
-    `rejected[i, j]` says that reason `reasons[j]` rejects row `rows[i]`; a row
-    is feasible when no reason rejects it. `codes[j]` is the Code of reason j
-    (UNSCHEDULABLE unless the node can never fit, then
-    UNSCHEDULABLE_AND_UNRESOLVABLE).
-    """
-
-    reasons: tuple[str, ...]
-    rejected: BoolArray  # shape (len(rows), len(reasons))
-    codes: tuple[Code, ...] = ()
-
-    @staticmethod
-    def all_pass(n: int) -> FilterResult:
-        return FilterResult((), np.zeros((n, 0), dtype=bool), ())
-
-    @staticmethod
-    def single(reason: str, rejected: BoolArray, code: Code = Code.UNSCHEDULABLE) -> FilterResult:
-        return FilterResult((reason,), rejected.reshape(-1, 1), (code,))
-
-    @property
-    def feasible(self) -> BoolArray:
-        if self.rejected.shape[1] == 0:
-            return np.ones(self.rejected.shape[0], dtype=bool)
-        if self.rejected.shape[1] == 1:
-            out: BoolArray = ~self.rejected[:, 0]
-            return out
-        out2: BoolArray = np.logical_not(np.logical_or.reduce(self.rejected, axis=1))
-        return out2
-
-    def code_of(self, j: int) -> Code:
-        return self.codes[j] if j < len(self.codes) else Code.UNSCHEDULABLE
-
-
-@dataclass(frozen=True, slots=True)
 class NodeToStatus:
     """Why each rejected node was rejected (for PostFilter and diagnostics)."""
 
@@ -124,87 +91,6 @@ class NodeToStatus:
     # The status of the nodes not in `statuses`: None is UnschedulableAndUnresolvable
     # (excluded by a PreFilterResult); a PreFilter rejection gives its own.
     absent: Status | None = None
-
-
-# ---- cluster events and queueing hints -----------------------------------------
-
-
-class EventResource(enum.StrEnum):
-    POD = "Pod"
-    ASSIGNED_POD = "AssignedPod"
-    UNSCHEDULED_POD = "UnscheduledPod"
-    NODE = "Node"
-    POD_GROUP = "PodGroup"
-    PRIORITY_CLASS = "PriorityClass"
-    PERSISTENT_VOLUME = "PersistentVolume"
-    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
-    STORAGE_CLASS = "StorageClass"
-    CSI_NODE = "CSINode"
-    CSI_DRIVER = "CSIDriver"
-    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
-    WILDCARD = "*"
-
-
-class ActionType(enum.IntFlag):
-    ADD = 1
-    DELETE = 2
-    UPDATE_NODE_ALLOCATABLE = 4
-    UPDATE_NODE_LABEL = 8
-    UPDATE_NODE_TAINT = 16
-    UPDATE_NODE_CONDITION = 32
-    UPDATE_NODE_ANNOTATION = 64
-    UPDATE_POD_LABEL = 128
-    UPDATE_POD_SCALE_DOWN = 256
-    UPDATE_POD_TOLERATION = 512
-    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
-    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
-    UPDATE_OTHER = 4096
-    UPDATE = (
-        UPDATE_NODE_ALLOCATABLE
-        | UPDATE_NODE_LABEL
-        | UPDATE_NODE_TAINT
-        | UPDATE_NODE_CONDITION
-        | UPDATE_NODE_ANNOTATION
-        | UPDATE_POD_LABEL
-        | UPDATE_POD_SCALE_DOWN
-        | UPDATE_POD_TOLERATION
-        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
-        | UPDATE_POD_GENERATED_RESOURCE_CLAIM
-        | UPDATE_OTHER
-    )
-    ALL = ADD | DELETE | UPDATE
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    resource: EventResource
-    action: ActionType
-    label: str = ""
-
-    def matches(self, incoming: ClusterEvent) -> bool:
-        """Whether this registered event covers `incoming` (kube-scheduler's Match)."""
-        if self.resource is EventResource.WILDCARD:
-            return bool(self.action & incoming.action)
-        same = self.resource == incoming.resource or (
-            self.resource is EventResource.POD
-            and incoming.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
-        )
-        return same and bool(self.action & incoming.action)
-
-
-class QueueingHint(enum.Enum):
-    SKIP = 0
-    QUEUE = 1
-
-
-QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
-"""(the pod waiting, old object or None, new object or None) -> hint."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEventWithHint:
-    event: ClusterEvent
-    hint: QueueingHintFn | None = None  # None: always QUEUE
 
 
 # ---- extension points -------------------------------------------------------
@@ -238,6 +124,14 @@ class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]: ...
+
+
+def pre_filter_is_node_local(plugin: object) -> bool:
+    """Whether a PreFilter plugin declares (`PRE_FILTER_NODE_LOCAL = True`) that the
+    state it writes depends on the pod and on the node being filtered only, never
+    on the pods of other nodes: adding or removing pods on a node then needs no
+    PreFilter run again (what upstream's AddPod/RemovePod extensions are for)."""
+    return bool(getattr(plugin, "PRE_FILTER_NODE_LOCAL", False))
 
 
 @runtime_checkable

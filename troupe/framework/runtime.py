@@ -16,22 +16,20 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 
 from troupe.api.types import NodeName, Pod
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.events import ClusterEventWithHint
+from troupe.framework.filtering import FilterOutcome, FilterResult, FilterStep
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
     BindPlugin,
-    BoolArray,
-    ClusterEventWithHint,
     EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     NodeFilterPlugin,
@@ -53,6 +51,7 @@ from troupe.framework.interface import (
     ScoreExtensions,
     ScorePlugin,
     implements,
+    pre_filter_is_node_local,
 )
 from troupe.framework.status import SUCCESS, Code, Status
 from troupe.framework.waiting_pods import WaitingPod
@@ -158,13 +157,6 @@ _ERROR_MESSAGES: Final = {
 _LOGGED_LIMIT: Final = 10_000
 
 
-# PreFilter plugins whose state does not depend on the pods on other nodes: a
-# pass that adds or removes pods on a node need not run them again.
-NODE_LOCAL_PRE_FILTER: Final = frozenset(
-    {"NodeResourcesFit", "NodePorts", "NodeAffinity", "NodeName", "Coscheduling"}
-)
-
-
 def plugin_error_message(plugin: str, point: str, pod: Pod) -> str:
     """What the pod's FailedScheduling event and condition say when `plugin` raised."""
     return _ERROR_MESSAGES[point].format(plugin=plugin, pod=pod.key, error=INTERNAL_ERROR)
@@ -211,78 +203,11 @@ class PluginErrors:
                 pod.key,
                 exc_info=e,
             )
-        return Status(Code.ERROR, (plugin_error_message(plugin, point, pod),), plugin)
+        return Status(Code.ERROR, (plugin_error_message(plugin, point, pod),), plugin, e)
 
 
 def _does_not_implement(name: str, point: str) -> str:
     return f'plugin "{name}" does not implement {point}'
-
-
-@dataclass(slots=True)
-class _FilterStep:
-    plugin: str
-    result: FilterResult
-    rows: IntpArray  # the rows this plugin judged (those still feasible before it)
-
-
-@dataclass(slots=True)
-class FilterOutcome:
-    """What the Filter point decided for a set of rows, kept for diagnostics.
-
-    Every rejected row was rejected by exactly one plugin (the first that failed
-    it), so reasons are counted from the steps without double counting.
-    """
-
-    feasible: BoolArray  # over `rows`
-    rows: IntpArray
-    steps: list[_FilterStep] = field(default_factory=list)
-
-    def reason_counts(self, upto: int | None = None) -> Counter[str]:
-        """Reason histogram over the first `upto` rows (all when None)."""
-        counts: Counter[str] = Counter()
-        limit_rows = self.rows if upto is None else self.rows[:upto]
-        for step in self.steps:
-            rej = step.result.rejected
-            if rej.shape[1] == 0 or rej.shape[0] == 0:
-                continue
-            if upto is not None and len(limit_rows) < len(self.rows):
-                keep = np.isin(step.rows, limit_rows)
-                rej = rej[keep]
-            sums = rej.sum(axis=0)
-            for j, reason in enumerate(step.result.reasons):
-                if sums[j]:
-                    counts[reason] += int(sums[j])
-        return counts
-
-    def node_statuses(self, nodes: NodeTable) -> dict[str, Status]:
-        """Node name -> Status of each rejected row. Rows rejected for the same
-        set of reasons share one Status (thousands of nodes usually fail for one
-        or two reasons)."""
-        out: dict[str, Status] = {}
-        names = nodes.names
-        for step in self.steps:
-            rej = step.result.rejected
-            if rej.shape[1] == 0:
-                continue
-            hit = np.flatnonzero(rej.any(axis=1))
-            if len(hit) == 0:
-                continue
-            patterns, which = np.unique(rej[hit], axis=0, return_inverse=True)
-            shared = []
-            for pattern in patterns:
-                js = np.flatnonzero(pattern).tolist()
-                reasons = tuple(step.result.reasons[j] for j in js)
-                code = max((step.result.code_of(j) for j in js), default=Code.UNSCHEDULABLE)
-                shared.append(Status(code, reasons, step.plugin))
-            rows = step.rows[hit].tolist()
-            for row, k in zip(rows, np.asarray(which).reshape(-1).tolist(), strict=True):
-                out[names[row]] = shared[k]
-        return out
-
-    def unschedulable_plugins(self) -> set[str]:
-        return {
-            s.plugin for s in self.steps if s.result.rejected.shape[1] and s.result.rejected.any()
-        }
 
 
 class _NodeFilterAdapter:
@@ -481,7 +406,7 @@ class Profile:
             ok = result.feasible
             if ok.all():
                 continue
-            outcome.steps.append(_FilterStep(name, result, live_rows))
+            outcome.steps.append(FilterStep(name, result, live_rows))
             feasible[live_idx[~ok]] = False
             live_idx = live_idx[ok]
             live_rows = live_rows[ok]
@@ -489,12 +414,10 @@ class Profile:
 
     def pre_filter_is_node_local(self, state: CycleState) -> bool:
         """Whether the PreFilter state of this cycle depends only on the node being
-        filtered: every PreFilter plugin either skipped or is in
-        NODE_LOCAL_PRE_FILTER. Adding or removing pods on a node then needs no
-        PreFilter run again (what upstream's AddPod/RemovePod extensions do)."""
+        filtered: every PreFilter plugin either skipped or declares itself
+        node-local (`pre_filter_is_node_local`)."""
         return all(
-            name in state.skip_filter or name in NODE_LOCAL_PRE_FILTER
-            for name, _ in self.pre_filter
+            name in state.skip_filter or pre_filter_is_node_local(p) for name, p in self.pre_filter
         )
 
     def run_filters_with_nominated(
@@ -545,7 +468,7 @@ class Profile:
                         result = FilterResult.single(
                             st.message, np.ones(len(g_rows), dtype=bool), st.code
                         )
-                        out.steps.append(_FilterStep(st.plugin, result, g_rows))
+                        out.steps.append(FilterStep(st.plugin, result, g_rows))
                         out.feasible[at] = False
                         continue
                 first = self.run_filters(use, pod, nodes, g_rows)

@@ -7,7 +7,7 @@ framework/interface.go).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class Code(enum.IntEnum):
@@ -33,6 +33,9 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    # The exception behind an ERROR (kube-scheduler's AsStatus(err)): callers tell
+    # failures apart by it (a bind conflict), never by the message text.
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_success(self) -> bool:
@@ -51,7 +54,9 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin)
+        return (
+            self if self.plugin == plugin else Status(self.code, self.reasons, plugin, self.cause)
+        )
 
 
 SUCCESS = Status()

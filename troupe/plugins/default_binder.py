@@ -30,11 +30,11 @@ class DefaultBinder(BindPlugin):
         try:
             await self.handle.client.bind(pod.key, pod.uid, node)
         except BindConflict as e:
-            return Status(Code.ERROR, (f"{BIND_CONFLICT}: {e}",), self.NAME)
-        except NotFound:
-            return Status(Code.ERROR, (f"pod {pod.key} not found",), self.NAME)
+            return Status(Code.ERROR, (f"{BIND_CONFLICT}: {e}",), self.NAME, e)
+        except NotFound as e:
+            return Status(Code.ERROR, (f"pod {pod.key} not found",), self.NAME, e)
         except Exception as e:
             # an API failure, not a bug: kube-scheduler's DefaultBinder returns it as
             # an error status, and the pod is retried with backoff
-            return Status(Code.ERROR, (f"binding {pod.key} to {node}: {e}",), self.NAME)
+            return Status(Code.ERROR, (f"binding {pod.key} to {node}: {e}",), self.NAME, e)
         return SUCCESS

@@ -19,7 +19,7 @@ preemption.go; facts carried over, code not).
    The dry runs are columnar: a chunk of candidate nodes is checked with one
    Filter call per reprieve round, not one per node. A pod whose PreFilter
    state depends on other pods (spreading, inter-pod affinity: any PreFilter
-   plugin not in the runtime's `NODE_LOCAL_PRE_FILTER` that did not skip) is checked node
+   plugin that is not node-local and did not skip) is checked node
    by node with PreFilter run again, as upstream's RemovePod/AddPod extensions
    keep that state right.
 3. Choice (pickOneNodeForPreemption): fewest PDB violations, lowest
@@ -50,17 +50,19 @@ from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodDisruptionBudget, 
 from troupe.cluster import NotFound
 from troupe.events import ObjectRef
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
+)
+from troupe.framework.filtering import FilterOutcome, FilterRunner
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
     IntpArray,
     NodeToStatus,
     PluginArgsError,
     PostFilterPlugin,
 )
 from troupe.framework.nominator import nominated_rows
-from troupe.framework.runtime import FilterOutcome, Profile
 from troupe.framework.status import Code, Status
 from troupe.snapshot import Charge, Int64Array, NodeTable, pod_charge
 
@@ -359,7 +361,7 @@ class DefaultPreemption(PostFilterPlugin):
         state: CycleState,
         pod: Pod,
         snap: NodeTable,
-        profile: Profile,
+        profile: FilterRunner,
         potential: IntpArray,
         offset: int,
         want: int,
@@ -392,7 +394,7 @@ class DefaultPreemption(PostFilterPlugin):
         return good + violating, statuses
 
     @staticmethod
-    def _node_local(state: CycleState, profile: Profile) -> bool:
+    def _node_local(state: CycleState, profile: FilterRunner) -> bool:
         return profile.pre_filter_is_node_local(state)
 
     def potential_victims(
@@ -438,7 +440,7 @@ class DefaultPreemption(PostFilterPlugin):
         state: CycleState,
         pod: Pod,
         snap: NodeTable,
-        profile: Profile,
+        profile: FilterRunner,
         rows: IntpArray,
         pdbs: Sequence[PodDisruptionBudget],
         local: bool,
@@ -496,7 +498,7 @@ class DefaultPreemption(PostFilterPlugin):
         state: CycleState,
         pod: Pod,
         snap: NodeTable,
-        profile: Profile,
+        profile: FilterRunner,
         runs: list[_NodeRun],
         statuses: dict[str, Status],
         nominated: Mapping[int, Sequence[Pod]],
@@ -593,7 +595,7 @@ class DefaultPreemption(PostFilterPlugin):
         state: CycleState,
         pod: Pod,
         snap: NodeTable,
-        profile: Profile,
+        profile: FilterRunner,
         runs: Sequence[_NodeRun],
         statuses: dict[str, Status] | None,
         nominated: Mapping[int, Sequence[Pod]],

@@ -20,22 +20,24 @@ import numpy as np
 from troupe.api.types import LabelSelector, Pod, PodAffinityTerm, Requirement
 from troupe.framework.columns import at_domain, domain_ids, per_domain_sum
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )

@@ -27,22 +27,24 @@ from troupe.api.types import (
 )
 from troupe.framework.columns import map_selector_mask, node_selector_mask, term_mask
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -99,6 +101,9 @@ class NodeAffinity(
     PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, EnqueueExtensions
 ):
     NAME: Final = "NodeAffinity"
+    # Its PreFilter state depends on the pod and the node only (see
+    # troupe.framework.interface.pre_filter_is_node_local).
+    PRE_FILTER_NODE_LOCAL: Final = True
 
     def __init__(self, args: NodeAffinityArgs) -> None:
         self.args = args

@@ -7,14 +7,16 @@ from typing import Final
 
 from troupe.api.types import Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     IntpArray,
     NoArgs,
     PreFilterPlugin,
@@ -28,6 +30,9 @@ ERR_REASON: Final = "node(s) didn't match the requested node name"
 
 class NodeName(NoArgs, PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME: Final = "NodeName"
+    # Its PreFilter state depends on the pod and the node only (see
+    # troupe.framework.interface.pre_filter_is_node_local).
+    PRE_FILTER_NODE_LOCAL: Final = True
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable

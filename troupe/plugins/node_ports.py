@@ -13,19 +13,21 @@ import numpy as np
 
 from troupe.api.types import HostPort, Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     IntpArray,
     NoArgs,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
 )
 from troupe.framework.status import SKIP, SUCCESS, Status
 from troupe.snapshot import NodeTable
@@ -49,6 +51,9 @@ def conflicting_rows(nodes: NodeTable, ports: Sequence[HostPort]) -> set[int]:
 
 class NodePorts(NoArgs, PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     NAME: Final = "NodePorts"
+    # Its PreFilter state depends on the pod and the node only (see
+    # troupe.framework.interface.pre_filter_is_node_local).
+    PRE_FILTER_NODE_LOCAL: Final = True
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable

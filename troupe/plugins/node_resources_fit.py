@@ -57,17 +57,20 @@ from troupe.api.types import (
     Pod,
 )
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
-    ActionType,
     BoolArray,
-    ClusterEvent,
-    ClusterEventWithHint,
     EnqueueExtensions,
-    EventResource,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     NodeFilterPlugin,
@@ -76,7 +79,6 @@ from troupe.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ScorePlugin,
 )
 from troupe.framework.status import SUCCESS, Code, Status
@@ -348,6 +350,9 @@ class NodeResourcesFit(
     EnqueueExtensions,
 ):
     NAME: Final = "NodeResourcesFit"
+    # Its PreFilter state depends on the pod and the node only (see
+    # troupe.framework.interface.pre_filter_is_node_local).
+    PRE_FILTER_NODE_LOCAL: Final = True
 
     def __init__(self, args: FitArgs) -> None:
         self.args = args

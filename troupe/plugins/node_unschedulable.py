@@ -12,17 +12,19 @@ from typing import Any, Final
 
 from troupe.api.types import Node, Pod, Taint, TaintEffect
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     IntpArray,
     NoArgs,
-    QueueingHint,
 )
 from troupe.framework.status import Code
 from troupe.snapshot import NodeTable

@@ -40,23 +40,25 @@ from troupe.framework.columns import (
     tolerated_mask,
 )
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
-    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    BoolArray,
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )

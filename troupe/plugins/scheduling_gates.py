@@ -7,15 +7,17 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from troupe.api.types import Pod
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.interface import (
+    EnqueueExtensions,
     NoArgs,
     PreEnqueuePlugin,
-    QueueingHint,
 )
 from troupe.framework.status import SUCCESS, Code, Status
 

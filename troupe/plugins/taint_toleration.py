@@ -16,20 +16,22 @@ import numpy as np
 from troupe.api.types import Node, Pod, Taint, TaintEffect, Toleration
 from troupe.framework.columns import hard_taint_columns
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
-    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.interface import (
+    BoolArray,
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     NoArgs,
     PreScorePlugin,
-    QueueingHint,
     ScoreExtensions,
     ScorePlugin,
 )

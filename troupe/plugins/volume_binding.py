@@ -66,17 +66,20 @@ from troupe.api.storage import (
 from troupe.api.types import LabelSelector, NodeName, Pod, PodKey
 from troupe.framework.columns import node_selector_mask, requirement_mask
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.features import STORAGE_CAPACITY_SCORING
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
-    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.features import STORAGE_CAPACITY_SCORING
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    BoolArray,
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     Int64Array,
     IntpArray,
     PluginArgsError,
@@ -84,7 +87,6 @@ from troupe.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ReservePlugin,
     ScorePlugin,
 )

@@ -38,21 +38,23 @@ from troupe.api.storage import (
 )
 from troupe.api.types import Pod, PodKey
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
-    BoolArray,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    BoolArray,
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     IntpArray,
     PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, unresolvable
 from troupe.snapshot import NodeTable

@@ -26,20 +26,22 @@ from troupe.api.storage import (
 )
 from troupe.api.types import Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.filtering import FilterResult
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
     FilterPlugin,
-    FilterResult,
     IntpArray,
     PluginArgsError,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
 from troupe.snapshot import NodeTable

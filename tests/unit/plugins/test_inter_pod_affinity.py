@@ -236,7 +236,7 @@ def test_affinity_end_to_end_follows_the_first_pod() -> None:
 
 
 def test_queueing_hints_move_only_on_helpful_pod_events() -> None:
-    from troupe.framework.interface import QueueingHint
+    from troupe.framework.events import QueueingHint
 
     (pods_reg, _) = plugin().events_to_register()
     assert pods_reg.hint is not None

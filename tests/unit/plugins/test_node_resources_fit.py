@@ -24,14 +24,14 @@ from tests.unit.plugins.conftest import make_handle, run_filter, run_score
 from troupe.api.parse import parse_node
 from troupe.api.types import InvalidObject, Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     EventResource,
-    PluginArgsError,
     QueueingHint,
 )
+from troupe.framework.handle import Handle
+from troupe.framework.interface import PluginArgsError
 from troupe.framework.status import Code
 from troupe.plugins.node_resources_fit import (
     NodeResourcesFit,

@@ -432,7 +432,7 @@ def test_default_selector_from_workloads() -> None:
 
 
 def test_queueing_hints() -> None:
-    from troupe.framework.interface import QueueingHint
+    from troupe.framework.events import QueueingHint
 
     (pods_reg, _) = PodTopologySpread.new({}, make_handle()).events_to_register()
     assert pods_reg.hint is not None

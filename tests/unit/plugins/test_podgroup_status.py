@@ -12,8 +12,12 @@ from troupe.api.parse import parse_pod, parse_pod_group
 from troupe.api.types import Pod, PodGroup
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
+from troupe.framework.events import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+)
 from troupe.framework.handle import Handle
-from troupe.framework.interface import ActionType, ClusterEvent, EventResource
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.plugins.coscheduling.status import PodGroupStatusTracker, compute_status
 

@@ -45,7 +45,7 @@ from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_o
 from tests.unit.plugins.conftest import make_handle, run_score
 from tests.unit.plugins.upstream_helpers import expr
 from troupe.framework.cycle_state import CycleState, StateKeyError
-from troupe.framework.interface import QueueingHint
+from troupe.framework.events import QueueingHint
 from troupe.framework.status import Code
 from troupe.plugins.node_affinity import (
     ERR_REASON_CONFLICT,

@@ -41,7 +41,8 @@ from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_o
 from tests.unit.plugins.conftest import make_handle
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
 from troupe.framework.cycle_state import CycleState, StateKeyError
-from troupe.framework.interface import QueuedPodInfo, QueueingHint
+from troupe.framework.events import QueueingHint
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.status import Code
 from troupe.plugins.node_name import ERR_REASON as NODE_NAME_REASON
 from troupe.plugins.node_name import NodeName

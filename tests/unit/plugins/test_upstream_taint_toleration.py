@@ -32,7 +32,7 @@ import pytest
 from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
-from troupe.framework.interface import QueueingHint
+from troupe.framework.events import QueueingHint
 from troupe.framework.status import Code
 from troupe.plugins.taint_toleration import TaintToleration
 

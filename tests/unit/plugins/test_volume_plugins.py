@@ -22,7 +22,10 @@ from troupe.api.parse import parse_pod
 from troupe.api.storage import migrated_source, parse_storage_object
 from troupe.api.types import Pod
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.interface import EventResource, QueueingHint
+from troupe.framework.events import (
+    EventResource,
+    QueueingHint,
+)
 from troupe.plugins.node_volume_limits import (
     ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED,
     NodeVolumeLimits,

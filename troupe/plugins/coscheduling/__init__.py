@@ -21,13 +21,16 @@ from typing import Any, Final, Self
 
 from troupe.api.types import MAX_DURATION_SECONDS, NodeName, Pod, PodGroup, describe_int
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.handle import Handle
-from troupe.framework.interface import (
+from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     ClusterEventWithHint,
-    EnqueueExtensions,
     EventResource,
+    QueueingHint,
+)
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
     NodeToStatus,
     PermitPlugin,
     PluginArgsError,
@@ -37,7 +40,6 @@ from troupe.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     QueuedPodInfo,
-    QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
 )
@@ -70,6 +72,9 @@ class Coscheduling(
     EnqueueExtensions,
 ):
     NAME: Final = NAME
+    # Its PreFilter state depends on the pod and the node only (see
+    # troupe.framework.interface.pre_filter_is_node_local).
+    PRE_FILTER_NODE_LOCAL: Final = True
 
     def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
         self.handle = handle

@@ -53,8 +53,11 @@ from typing import Any, Final
 from troupe.api.types import GroupKey, Pod, PodGroup
 from troupe.clock import TimerHandle
 from troupe.cluster import NotFound, NotLeader
+from troupe.framework.events import (
+    ClusterEvent,
+    EventResource,
+)
 from troupe.framework.handle import Handle
-from troupe.framework.interface import ClusterEvent, EventResource
 from troupe.framework.status import Code
 from troupe.plugins.coscheduling.core import placed_members
 
