@@ -69,8 +69,8 @@ class Quality:
 
 
 def _quality_probe(s: Scheduler, q: Quality) -> None:
-    """Wrap `s._schedule_pod` to re-score each decision against full scoring."""
-    inner = s._schedule_pod
+    """Wrap `s.pods.schedule_pod` to re-score each decision against full scoring."""
+    inner = s.pods.schedule_pod
 
     def probed(profile: Any, state: CycleState, pod: Any, post_filter: bool = True) -> Any:
         result = inner(profile, state, pod, post_filter)
@@ -90,7 +90,7 @@ def _quality_probe(s: Scheduler, q: Quality) -> None:
             )
         return result
 
-    s._schedule_pod = probed  # type: ignore[method-assign]
+    s.pods.schedule_pod = probed  # type: ignore[method-assign]
 
 
 async def _run(config: dict[str, Any], nodes: int, running: int, pods: int, probe: bool) -> Any:

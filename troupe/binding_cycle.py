@@ -11,7 +11,9 @@ from troupe.api.types import (
     NodeName,
     Pod,
 )
-from troupe.cluster import BIND_CONFLICT
+from troupe.cluster import BindConflict
+from troupe.context import SchedulerContext, as_mapping, pod_ref
+from troupe.failures import Failures
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -21,47 +23,50 @@ from troupe.framework.events import (
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Status
-from troupe.state import SchedulerState, as_mapping, pod_ref
 
 log = logging.getLogger(__name__)
 
 
-class BindingCycle(SchedulerState):
-    """The binding cycle of one assumed pod, run as its own task."""
+class BindingCycle:
+    """The binding cycle of one assumed pod, run as its own task (`run`)."""
 
-    async def _binding_cycle(
+    def __init__(self, ctx: SchedulerContext, failures: Failures) -> None:
+        self.ctx = ctx
+        self.failures = failures
+
+    async def run(
         self, profile: Profile, state: CycleState, qpi: QueuedPodInfo, node: NodeName
     ) -> None:
+        ctx = self.ctx
         pod = qpi.pod
-        waited_from = self.clock.now()
-        waiting = self.waiting_pods.get(pod.key) is not None
+        waited_from = ctx.clock.now()
+        waiting = ctx.waiting_pods.get(pod.key) is not None
         st = await profile.wait_on_permit(pod)
         if waiting:
-            self.metrics.permit_wait.labels(
-                "Success" if st.is_success else "Unschedulable"
-            ).observe(self.clock.now() - waited_from)
+            ctx.metrics.permit_wait.labels("Success" if st.is_success else "Unschedulable").observe(
+                ctx.clock.now() - waited_from
+            )
         if st.is_success:
             st = await profile.run_pre_bind(state, pod, node)
         if st.is_success:
             st = await profile.run_bind(state, pod, node)
         if not st.is_success:
-            bound_elsewhere = st.message.startswith(BIND_CONFLICT) and await self._bound_by_someone(
+            bound_elsewhere = isinstance(st.cause, BindConflict) and await self._bound_by_someone(
                 pod
             )
-            self._binding_failed(profile, state, qpi, node, st, bound_elsewhere)
+            self._failed(profile, state, qpi, node, st, bound_elsewhere)
             return
-        self.cache.finish_binding(pod.key)
-        self._scheduled += 1
-        self.metrics.pod_scheduling_attempts.observe(qpi.attempts)
+        ctx.cache.finish_binding(pod.key)
+        ctx.counters.scheduled += 1
+        ctx.metrics.pod_scheduling_attempts.observe(qpi.attempts)
         if qpi.initial_attempt_timestamp is not None:
-            self.metrics.pod_scheduling_sli.labels(str(qpi.attempts)).observe(
-                max(0.0, self.clock.now() - qpi.initial_attempt_timestamp)
+            ctx.metrics.pod_scheduling_sli.labels(str(qpi.attempts)).observe(
+                max(0.0, ctx.clock.now() - qpi.initial_attempt_timestamp)
             )
-        self.last_failure.pop(pod.key, None)
-        self._failure_codes.pop(pod.key, None)
-        self.queue.done(pod.key)
+        ctx.records.clear_failure(pod.key)
+        ctx.queue.done(pod.key)
         try:
-            await self.client.record_event(
+            await ctx.client.record_event(
                 pod_ref(pod),
                 "Normal",
                 "Scheduled",
@@ -79,7 +84,7 @@ class BindingCycle(SchedulerState):
         forgotten. When the pod cannot be read, assume it is not bound: it is
         requeued, and the watch removes it from the queue if it is."""
         try:
-            cur = await self.client.read_pod(pod.key)
+            cur = await self.ctx.client.read_pod(pod.key)
         except Exception as e:
             log.warning("could not read %s after a bind conflict: %s", pod.key, e)
             return False
@@ -88,7 +93,7 @@ class BindingCycle(SchedulerState):
         md, spec = as_mapping(cur.get("metadata")), as_mapping(cur.get("spec"))
         return bool(spec.get("nodeName")) and (not pod.uid or md.get("uid") == pod.uid)
 
-    def _binding_failed(
+    def _failed(
         self,
         profile: Profile,
         state: CycleState,
@@ -97,19 +102,20 @@ class BindingCycle(SchedulerState):
         st: Status,
         bound_elsewhere: bool = False,
     ) -> None:
+        ctx = self.ctx
         pod = qpi.pod
-        self._bind_failures += 1
+        ctx.counters.bind_failures += 1
         profile.run_unreserve(state, pod, node)
-        self.cache.forget_pod(pod.key)
-        self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
+        ctx.cache.forget_pod(pod.key)
+        ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), pod, None)
         if bound_elsewhere:
             log.info("pod %s was bound by someone else; forgetting it", pod.key)
-            self.queue.done(pod.key)
+            ctx.queue.done(pod.key)
             return
-        if self.cache.known_pod(pod.key) is None:
-            self.queue.done(pod.key)
+        if ctx.cache.known_pod(pod.key) is None:
+            ctx.queue.done(pod.key)
             return  # deleted meanwhile
-        self._handle_failure(
+        self.failures.handle(
             profile,
             qpi,
             st.message or "binding rejected",
@@ -117,4 +123,4 @@ class BindingCycle(SchedulerState):
             frozenset({st.plugin}) if st.plugin else frozenset(),
             frozenset(),
         )
-        self._notify()
+        ctx.notify()

@@ -28,28 +28,48 @@ from troupe.api.types import (
     PodKey,
     pod_group_key,
 )
+from troupe.context import (
+    SchedulerContext,
+    as_mapping,
+    object_ref,
+    pod_ref,
+    pod_scheduled_condition,
+)
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
     EventResource,
 )
-from troupe.framework.status import Code, Status
+from troupe.framework.status import Status
 from troupe.plugins.scheduling_gates import SchedulingGates
 from troupe.queue import pod_updated
-from troupe.state import SchedulerState, as_mapping, object_ref, pod_ref, pod_scheduled_condition
 
 log = logging.getLogger(__name__)
 
 SCHEDULING_GATES: Final = SchedulingGates.NAME
 
 
-class EventHandlers(SchedulerState):
+class EventHandlers:
     """The on_* handlers the operator (or the simulator) feeds cluster events to."""
+
+    def __init__(self, ctx: SchedulerContext) -> None:
+        self.ctx = ctx
+        # What it writes to (shared objects, never replaced).
+        self.cache = ctx.cache
+        self.queue = ctx.queue
+        self.handle = ctx.handle
+        self.profiles = ctx.profiles
+        self.invalid = ctx.invalid
+        self.priority_classes = ctx.priority_classes
+        self.pod_parser = ctx.pod_parser
+        self.milli = ctx.milli
+        self.waiting_pods = ctx.waiting_pods
+        self.metrics = ctx.metrics
 
     def handles(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles
 
-    def _pre_enqueue(self, pod: Pod) -> Status:
+    def pre_enqueue(self, pod: Pod) -> Status:
         st = self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
         self._report_gate(pod, st)
         return st
@@ -59,32 +79,28 @@ class EventHandlers(SchedulerState):
         PodGroup...): PodScheduled=False, reason Unschedulable, and an event, once
         per change of the message, however often the pod's events repeat.
         SchedulingGates is left out: the pod's own spec says why it waits."""
-        key = pod.key
+        ctx, key = self.ctx, pod.key
+        records = ctx.records
         if st.is_success or st.plugin == SCHEDULING_GATES:
-            self._gate_reported.pop(key, None)
-            self._held_gates.pop(key, None)
+            rec = records.get(key)
+            if rec is not None:
+                rec.gate_reported = rec.held_gate = None
+                records.prune(key)
             return
         message = st.message or f"rejected by PreEnqueue plugin {st.plugin}"
-        if self._gate_reported.get(key) == message:
+        rec = records.of(key)
+        if rec.gate_reported == message:
             return
-        self.last_failure[key] = message
-        self._failure_codes[key] = st.code
-        if not self.writes_enabled:
-            self._held_gates[key] = (pod, message)
+        records.set_failure(key, message, st.code)
+        if not ctx.writes_enabled:
+            rec.held_gate = (pod, message)
             return
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no running loop (a synchronous caller): next time
             return
-        self._spawn(self._report_failure(pod_ref(pod), message, pod_scheduled_condition(pod.raw)))
-        self._gate_reported[key] = message
-
-    def _failure_of(self, key: PodKey) -> tuple[str, Code] | None:
-        """The message and code of the pod's last failed attempt (Handle.failure)."""
-        message = self.last_failure.get(key)
-        if message is None:
-            return None
-        return message, self._failure_codes.get(key, Code.UNSCHEDULABLE)
+        ctx.spawn(ctx.report_failure(pod_ref(pod), message, pod_scheduled_condition(pod.raw)))
+        rec.gate_reported = message
 
     def on_priority_class(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pc = parse_priority_class(obj)
@@ -134,8 +150,8 @@ class EventHandlers(SchedulerState):
         self.invalid.pop(new.key if hasattr(new, "key") else new.name, None)
         old = self.cache.volumes.set(new, deleted)
         action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
-        self._emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
-        self._notify()
+        self.ctx.emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
+        self.ctx.notify()
 
     def on_node(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         if deleted:
@@ -143,7 +159,7 @@ class EventHandlers(SchedulerState):
             old = self.cache.node(name)
             self.cache.remove_node(name)
             self.invalid.pop(name, None)
-            self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
+            self.ctx.emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), old, None)
             return
         node = parse_node(obj, self.milli)
         if isinstance(node, InvalidObject):
@@ -155,7 +171,7 @@ class EventHandlers(SchedulerState):
             gone = self.cache.node(node.name)
             if gone is not None:
                 self.cache.remove_node(node.name)
-                self._emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), gone, None)
+                self.ctx.emit(ClusterEvent(EventResource.NODE, ActionType.DELETE), gone, None)
             return
         self.invalid.pop(node.name, None)
         old = self.cache.node(node.name)
@@ -168,8 +184,8 @@ class EventHandlers(SchedulerState):
             if not action:
                 return
             event = ClusterEvent(EventResource.NODE, action)
-        self._emit(event, old, node)
-        self._notify()
+        self.ctx.emit(event, old, node)
+        self.ctx.notify()
 
     def on_pod(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pod = self.pod_parser.parse(obj, self.priority_classes, self.milli)
@@ -207,7 +223,7 @@ class EventHandlers(SchedulerState):
             qpi = self.queue.get(key)
             where = "gated" if qpi is not None and qpi.gated else "active"
             self.metrics.queue_incoming.labels(where, "PodAdd").inc()
-            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
+            self.ctx.emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
         else:
             changed = pod_updated(old.pod, pod)
             self.queue.update(old.pod, pod)
@@ -215,8 +231,10 @@ class EventHandlers(SchedulerState):
                 # Only status or bookkeeping changed (our own PodScheduled condition
                 # coming back, a re-list): kube-scheduler ignores such updates.
                 return
-            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod)
-        self._notify()
+            self.ctx.emit(
+                ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE), old.pod, pod
+            )
+        self.ctx.notify()
 
     def _track_nomination(self, pod: Pod) -> None:
         """A pending pod's status.nominatedNodeName into the nominator; an update
@@ -244,7 +262,7 @@ class EventHandlers(SchedulerState):
         if pod.uid and cached.uid and pod.uid != cached.uid:
             log.info("pod %s was re-created (uid %s); dropping the old one", key, pod.uid)
             self.cache.remove_pod(key)
-            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), cached, None)
+            self.ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), cached, None)
             return False
         log.info("ignoring a pending event of pod %s: it is bound to %s", key, cached.node_name)
         if key in self.queue:
@@ -253,7 +271,9 @@ class EventHandlers(SchedulerState):
 
     def _on_assigned_pod(self, pod: Pod) -> None:
         key = pod.key
-        self._gate_reported.pop(key, None)
+        rec = self.ctx.records.get(key)
+        if rec is not None:
+            rec.gate_reported = None
         self.handle.nominator.delete(key)
         if key in self.queue:
             self.queue.delete(key)
@@ -261,27 +281,21 @@ class EventHandlers(SchedulerState):
         old = self.cache.pod(key)
         if old is None or self.cache.is_assumed(key):
             self.cache.add_pod(pod)
-            self.last_failure.pop(key, None)
-            self._failure_codes.pop(key, None)
+            self.ctx.records.clear_failure(key)
             if old is None:
-                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
+                self.ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
         else:
             self.cache.update_pod(old, pod)
             action = _pod_update_action(old, pod)
             if action:
-                self._emit(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
-        self._notify()
+                self.ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, action), old, pod)
+        self.ctx.notify()
 
     def _forget_pod(self, key: PodKey) -> None:
         """A deleted pod leaves nothing behind: every per-pod record of its
         failures and of what was reported on it goes here, in one place."""
         self.invalid.pop(key, None)
-        self.last_failure.pop(key, None)
-        self._failure_codes.pop(key, None)
-        self._gate_reported.pop(key, None)
-        self._held_gates.pop(key, None)
-        self._reported.pop(key, None)
-        self._held_reports.pop(key, None)
+        self.ctx.records.forget(key)
 
     def _on_pod_deleted(self, pod: Pod) -> None:
         key = pod.key
@@ -293,11 +307,11 @@ class EventHandlers(SchedulerState):
             wp.reject("", "pod deleted while waiting at Permit")
         old = self.cache.pod(key)
         if old is None:
-            self._emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.DELETE), pod, None)
+            self.ctx.emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.DELETE), pod, None)
         elif not self.cache.is_assumed(key):
             self.cache.remove_pod(key)
-            self._emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None)
-            self._notify()
+            self.ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE), old, None)
+            self.ctx.notify()
 
     def on_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         pg = parse_pod_group(obj)
@@ -318,8 +332,8 @@ class EventHandlers(SchedulerState):
             action = ActionType.UPDATE
             if replace(old, status=pg.status) == pg:
                 return  # only the status changed (our own patch coming back)
-        self._emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
-        self._notify()
+        self.ctx.emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
+        self.ctx.notify()
 
     def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool, key: GroupKey) -> None:
         """An unreadable PodGroup: its members wait and say why ("is invalid:
@@ -333,9 +347,9 @@ class EventHandlers(SchedulerState):
             self._report_invalid(bad)
             self.cache.set_invalid_pod_group(key, bad.message)
         if old is not None:
-            self._emit(ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE), old, None)
+            self.ctx.emit(ClusterEvent(EventResource.POD_GROUP, ActionType.DELETE), old, None)
         # Members gated on the group run PreEnqueue again, so their reason changes.
-        self._activate(p.key for p in self.cache.pods_in_group(key))
+        self.ctx.activate(p.key for p in self.cache.pods_in_group(key))
 
     def _report_invalid(self, bad: InvalidObject, obj: Mapping[str, Any] | None = None) -> None:
         """Log a malformed object once per change and, for a pod that is ours,
@@ -351,24 +365,26 @@ class EventHandlers(SchedulerState):
         if self.invalid.get(bad.key) != bad:
             log.warning("ignoring malformed %s %s: %s", bad.kind, bad.key, bad.message)
         self.invalid[bad.key] = bad
-        self.last_failure[key] = bad.message
+        self.ctx.records.set_failure(key, bad.message)
         if spec.get("schedulerName", "default-scheduler") not in self.profiles:
             return  # not ours: another scheduler reports it
         node = spec.get("nodeName")
         if isinstance(node, str) and node:
             return  # already bound: nothing for a scheduler to say
         ref = object_ref(raw, "Pod", bad.namespace, bad.name)
-        if self._reported.get(key) == (ref.uid, bad.message):
+        rec = self.ctx.records.of(key)
+        if rec.reported == (ref.uid, bad.message):
             return  # said already for this pod and this problem
-        if not self.writes_enabled:
-            self._held_reports[key] = (ref, bad.message)
+        if not self.ctx.writes_enabled:
+            rec.held_report = (ref, bad.message)
             return
-        self._reported[key] = (ref.uid, bad.message)
-        self._spawn(self._report_failure(ref, bad.message, pod_scheduled_condition(raw)))
+        rec.reported = (ref.uid, bad.message)
+        self.ctx.spawn(self.ctx.report_failure(ref, bad.message, pod_scheduled_condition(raw)))
 
     def enable_writes(self) -> None:
         """This replica leads now: write what was held back while standing by."""
-        self.writes_enabled = True
+        ctx = self.ctx
+        ctx.writes_enabled = True
         # Statuses computed while standing by were not written: recompute them.
         for pg in self.cache.pod_groups():
             event = ClusterEvent(EventResource.POD_GROUP, ActionType.UPDATE)
@@ -377,19 +393,20 @@ class EventHandlers(SchedulerState):
                     watcher(event, pg, pg)
                 except Exception:
                     log.exception("event watcher failed on %s", event)
-        gates, self._held_gates = self._held_gates, {}
-        for pk, (gated, why) in gates.items():
-            if pk in self.queue and self._gate_reported.get(pk) != why:
-                self._gate_reported[pk] = why
-                self._spawn(
-                    self._report_failure(pod_ref(gated), why, pod_scheduled_condition(gated.raw))
-                )
-        held, self._held_reports = self._held_reports, {}
-        for key, (ref, message) in held.items():
-            if self.invalid.get(key) is None:
-                continue  # fixed or deleted meanwhile
-            self._reported[key] = (ref.uid, message)
-            self._spawn(self._report_failure(ref, message, None))
+        for key, rec in ctx.records.items():
+            if rec.held_gate is not None:
+                (gated, why), rec.held_gate = rec.held_gate, None
+                if key in ctx.queue and rec.gate_reported != why:
+                    rec.gate_reported = why
+                    ctx.spawn(
+                        ctx.report_failure(pod_ref(gated), why, pod_scheduled_condition(gated.raw))
+                    )
+            if rec.held_report is not None:
+                (ref, message), rec.held_report = rec.held_report, None
+                if self.invalid.get(key) is not None:  # not fixed or deleted meanwhile
+                    rec.reported = (ref.uid, message)
+                    ctx.spawn(ctx.report_failure(ref, message, None))
+            ctx.records.prune(key)
 
 
 def _node_update_action(old: Node, new: Node) -> ActionType:

@@ -27,39 +27,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from troupe.api.parse import PodParser
-from troupe.api.types import (
-    GroupKey,
-    InvalidObject,
-    Pod,
-    PodKey,
-    PriorityClass,
-)
+from troupe.api.types import PodKey
 from troupe.binding_cycle import BindingCycle
 from troupe.cache import Cache
 from troupe.clock import Clock
 from troupe.cluster import ClusterClient
 from troupe.config import SchedulerConfig
+from troupe.context import FailureMessages, SchedulerContext
 from troupe.eventhandlers import EventHandlers
-from troupe.events import ObjectRef
+from troupe.failures import Failures
+from troupe.framework.fit import FitError, ScheduleResult, fit_error_message
 from troupe.framework.handle import Handle
-from troupe.framework.interface import (
-    QueuedPodInfo,
-)
+from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
-from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.group_cycle import GroupCycle
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.registry import IN_TREE
 from troupe.queue import FifoFallback, SchedulingQueue
-from troupe.schedule_one import (
-    FitError,
-    PodCycle,
-    ScheduleResult,
-    fit_error_message,
-    num_feasible_nodes_to_find,
-)
+from troupe.schedule_one import PodCycle, num_feasible_nodes_to_find
 from troupe.snapshot import IsolatedCPU, Snapshot
 
 __all__ = [
@@ -87,9 +74,10 @@ class SchedulerStats:
     dropped_known: int = 0
 
 
-class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
-    """The scheduler: its parts put together (see troupe/state.py), start-up,
-    the loop, shutdown and the gauges."""
+class Scheduler:
+    """The scheduler: its parts built and put together (see troupe/context.py),
+    start-up, the loop, shutdown and the gauges. Cluster events come in through
+    the `on_*` handlers (EventHandlers'), the loop calls `schedule_one`."""
 
     def __init__(
         self,
@@ -101,56 +89,50 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
         prefer_per_node: bool = False,
         metrics: Metrics | None = None,
     ) -> None:
-        self.config = config
-        self.metrics = metrics or Metrics()
-        self.metrics.refreshers.append(self._refresh_gauges)
-        self.client = client
-        self.clock = clock
-        self.isolated = _isolated_from(config)
-        # cpu and the isolated resource are kept in milli-units.
-        self.milli = frozenset({"cpu", self.isolated.resource})
-        self.pod_parser = PodParser()
-        self.cache = Cache(clock, self.isolated, config.troupe.assumed_pod_ttl_seconds)
-        self.snapshot = Snapshot()
-        self.waiting_pods = WaitingPods()
-        self.rng = random.Random(config.troupe.seed)
-        self.handle = Handle(
+        metrics = metrics or Metrics()
+        metrics.refreshers.append(self._refresh_gauges)
+        isolated = _isolated_from(config)
+        t = config.troupe
+        cache = Cache(clock, isolated, t.assumed_pod_ttl_seconds)
+        snapshot = Snapshot()
+        waiting_pods = WaitingPods()
+        rng = random.Random(t.seed)
+        handle = Handle(
             clock=clock,
             client=client,
-            waiting_pods=self.waiting_pods,
-            lister=self.cache,
-            isolated=self.isolated,
-            rng=self.rng,
-            snapshot=lambda: self.snapshot,
-            volumes=self.cache.volumes,
-            activate=self._activate,
-            spawn=self._spawn,
-            failure=self._failure_of,
-            features=config.troupe.features,
-            metrics=self.metrics,
+            waiting_pods=waiting_pods,
+            lister=cache,
+            isolated=isolated,
+            rng=rng,
+            snapshot=lambda: snapshot,
+            volumes=cache.volumes,
+            activate=lambda keys: self.ctx.activate(keys),
+            spawn=lambda coro: self.ctx.spawn(coro),
+            failure=lambda key: self.ctx.records.failure(key),
+            features=t.features,
+            metrics=metrics,
         )
-        self.profiles: dict[str, Profile] = {
+        profiles: dict[str, Profile] = {
             p.scheduler_name: Profile(
                 p.scheduler_name,
                 p.plugins,
                 registry,
-                self.handle,
+                handle,
                 prefer_per_node=prefer_per_node,
                 percentage_of_nodes_to_score=p.percentage_of_nodes_to_score,
-                metrics=self.metrics,
+                metrics=metrics,
             )
             for p in config.profiles
         }
-        self.handle.profile_of = self.profiles.get
-        first = next(iter(self.profiles.values()))
+        handle.profile_of = profiles.get
+        first = next(iter(profiles.values()))
         hints: dict[str, Any] = {}
-        for prof in self.profiles.values():
+        for prof in profiles.values():
             hints.update(prof.events_to_register())
-        t = config.troupe
-        self.queue = SchedulingQueue(
+        queue = SchedulingQueue(
             clock=clock,
             sort_key=first.sort_key,
-            pre_enqueue=self._pre_enqueue,
+            pre_enqueue=lambda pod: self.events.pre_enqueue(pod),
             hints=hints,
             initial_backoff=config.pod_initial_backoff_seconds,
             max_backoff=config.pod_max_backoff_seconds,
@@ -162,43 +144,170 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
                 duration_seconds=t.fifo_duration_seconds,
             ),
         )
-        self.priority_classes: dict[str, PriorityClass] = {}
-        self.invalid: dict[str, InvalidObject] = {}
-        self.last_failure: dict[PodKey, str] = {}
-        # The code of each pod's last failed attempt (ERROR or a rejection).
-        self._failure_codes: dict[PodKey, Code] = {}
-        # The PreEnqueue rejection last written on each gated pod (see _report_gate).
-        self._gate_reported: dict[PodKey, str] = {}
-        self.next_start_node_index = 0
-        self.cycle = 0
-        self._scheduled = 0
-        self._failed = 0
-        self._bind_failures = 0
-        self._loop_errors = 0
-        self._dropped_known = 0
-        # The pods the current scheduling cycle holds (popped or taken from the
-        # queue), so that a cycle that raises can give them back.
-        self._cycle_pods: list[QueuedPodInfo] = []
-        self.group_attempts = 0
-        self.group_failures = 0
-        # Victims of each gang's last preemption: it waits for them to go.
-        self._gang_victims: dict[GroupKey, set[PodKey]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._wakeup: asyncio.Event | None = None
-        # Writes to the cluster outside the scheduling and binding cycles (reports
-        # on malformed objects) are made only while `writes_enabled`: a standby
-        # replica watches and keeps its cache warm, but writes nothing. Reports
-        # held back meanwhile are written by `enable_writes()`.
-        self.writes_enabled = True
-        self._held_reports: dict[str, tuple[ObjectRef, str]] = {}
-        # The last report written per object key, so that a report is written
-        # once per change, not once per watch event.
-        self._reported: dict[str, tuple[str, str]] = {}
-        self._held_gates: dict[PodKey, tuple[Pod, str]] = {}
+        self.ctx = ctx = SchedulerContext(
+            config=config,
+            metrics=metrics,
+            client=client,
+            clock=clock,
+            isolated=isolated,
+            milli=frozenset({"cpu", isolated.resource}),
+            pod_parser=PodParser(),
+            cache=cache,
+            snapshot=snapshot,
+            waiting_pods=waiting_pods,
+            rng=rng,
+            handle=handle,
+            profiles=profiles,
+            queue=queue,
+        )
+        self.events = EventHandlers(ctx)
+        self.failures = Failures(ctx)
+        self.binder = BindingCycle(ctx, self.failures)
+        self.pods = PodCycle(ctx, self.failures, self.binder)
+        self.groups = GroupCycle(ctx, self.pods, self.failures)
+        # The handlers the operator and the simulator feed cluster events to.
+        ev = self.events
+        self.on_pod = ev.on_pod
+        self.on_node = ev.on_node
+        self.on_pod_group = ev.on_pod_group
+        self.on_priority_class = ev.on_priority_class
+        self.on_workload = ev.on_workload
+        self.on_pdb = ev.on_pdb
+        self.on_namespace = ev.on_namespace
+        self.on_volume_object = ev.on_volume_object
+        self.handles = ev.handles
+        self.enable_writes = ev.enable_writes
+
+    # What callers read (the simulator, the operator, tests): the shared state.
+    @property
+    def config(self) -> SchedulerConfig:
+        return self.ctx.config
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.ctx.metrics
+
+    @property
+    def clock(self) -> Clock:
+        return self.ctx.clock
+
+    @property
+    def cache(self) -> Cache:
+        return self.ctx.cache
+
+    @property
+    def queue(self) -> SchedulingQueue:
+        return self.ctx.queue
+
+    @property
+    def snapshot(self) -> Snapshot:
+        return self.ctx.snapshot
+
+    @property
+    def handle(self) -> Handle:
+        return self.ctx.handle
+
+    @property
+    def profiles(self) -> dict[str, Profile]:
+        return self.ctx.profiles
+
+    @property
+    def waiting_pods(self) -> WaitingPods:
+        return self.ctx.waiting_pods
+
+    @property
+    def isolated(self) -> IsolatedCPU:
+        return self.ctx.isolated
+
+    @property
+    def invalid(self) -> Mapping[str, Any]:
+        return self.ctx.invalid
+
+    @property
+    def writes_enabled(self) -> bool:
+        return self.ctx.writes_enabled
+
+    @writes_enabled.setter
+    def writes_enabled(self, on: bool) -> None:
+        """False: a standby replica (writes nothing until `enable_writes`)."""
+        self.ctx.writes_enabled = on
+
+    @property
+    def last_failure(self) -> Mapping[PodKey, str]:
+        """Pod key -> the message of its last failed attempt (what the pod says)."""
+        return FailureMessages(self.ctx.records)
+
+    @property
+    def next_start_node_index(self) -> int:
+        return self.ctx.next_start_node_index
+
+    @property
+    def cycle(self) -> int:
+        return self.ctx.counters.cycles
+
+    @property
+    def group_attempts(self) -> int:
+        return self.ctx.counters.group_attempts
 
     @property
     def binding_in_flight(self) -> int:
-        return len(self._tasks)
+        return len(self.ctx.tasks)
+
+    def schedule_one(self) -> bool:
+        """Run one scheduling cycle. Returns False when the active queue was empty.
+
+        Never raises: a cycle that fails with an exception is logged with its
+        traceback and counted (`statistics().loop_errors`), and the pods it held
+        go back to the backoffQ (or are dropped if the cache holds them now).
+        """
+        ctx = self.ctx
+        qpi = ctx.queue.pop()
+        if qpi is None:
+            return False
+        ctx.counters.cycles += 1
+        ctx.cycle_pods = [qpi]
+        try:
+            self._schedule_popped(qpi)
+        except Exception:
+            ctx.counters.loop_errors += 1
+            ctx.metrics.loop_error("scheduling")
+            log.exception("scheduling cycle %d of pod %s failed", ctx.counters.cycles, qpi.pod.key)
+            self._give_back(ctx.cycle_pods)
+        finally:
+            ctx.cycle_pods = []
+        return True
+
+    def _schedule_popped(self, qpi: QueuedPodInfo) -> None:
+        ctx = self.ctx
+        pod = qpi.pod
+        profile = ctx.profiles.get(pod.scheduler_name)
+        if profile is None or pod.deleting:
+            ctx.queue.done(pod.key)
+            return
+        if ctx.cache.pod(pod.key) is not None:
+            # Bound or assumed already (a stale pending event got it queued).
+            ctx.counters.dropped_known += 1
+            log.info("dropping pod %s from the queue: the cache holds it already", pod.key)
+            ctx.queue.done(pod.key)
+            return
+        ctx.cache.update_snapshot(ctx.snapshot)
+        pg = self.groups.wants(profile, qpi)
+        if pg is not None:
+            self.groups.schedule(profile, qpi, pg)
+        else:
+            self.pods.schedule(profile, qpi)
+
+    def _give_back(self, held: list[QueuedPodInfo]) -> None:
+        """After a cycle raised: requeue with backoff what it held and did not place."""
+        ctx = self.ctx
+        for q in held:
+            key = q.pod.key
+            try:
+                if ctx.cache.pod(key) is None and ctx.cache.known_pod(key) is not None:
+                    ctx.queue.add_backoff(q)
+                ctx.queue.done(key)
+            except Exception:
+                log.exception("could not requeue pod %s after a failed cycle", key)
 
     async def settle(self) -> None:
         """Let every task that can run without time passing do so.
@@ -207,22 +316,24 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
         that only a timer or another cycle can complete (Permit); we stop once
         the number of tasks has not moved for three turns in a row.
         """
+        tasks = self.ctx.tasks
         idle = 0
         while idle < 3:
-            before = len(self._tasks)
+            before = len(tasks)
             await asyncio.sleep(0)
-            idle = idle + 1 if len(self._tasks) == before else 0
+            idle = idle + 1 if len(tasks) == before else 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Schedule until `stop` is set (real clock)."""
-        self._wakeup = asyncio.Event()
+        ctx = self.ctx
+        ctx.wakeup = wakeup = asyncio.Event()
         while not stop.is_set():
             try:
                 self.queue.flush()
                 for expired in self.cache.cleanup_expired():
                     log.warning("assumed pod %s expired before its binding was confirmed", expired)
             except Exception:
-                self._loop_errors += 1
+                ctx.counters.loop_errors += 1
                 self.metrics.loop_error("scheduling")
                 log.exception("queue flush or cache cleanup failed")
             worked = 0
@@ -230,17 +341,17 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
                 worked += 1
                 if worked % 64 == 0:
                     await asyncio.sleep(0)
-            self._wakeup.clear()
+            wakeup.clear()
             nxt = self.queue.next_wakeup()
             timeout = 1.0 if nxt is None else max(0.0, min(1.0, nxt - self.clock.now()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=timeout)
+                await asyncio.wait_for(wakeup.wait(), timeout=timeout)
 
     async def shutdown(self) -> None:
         for wp in self.waiting_pods:
             wp.reject("", "scheduler shutting down")
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self.ctx.tasks:
+            await asyncio.gather(*list(self.ctx.tasks), return_exceptions=True)
 
     def _refresh_gauges(self) -> None:
         """Set the gauges from the queue and cache (at scrape time, not per cycle)."""
@@ -282,14 +393,15 @@ class Scheduler(EventHandlers, PodCycle, GroupCycle, BindingCycle):
             m.unschedulable_pods.labels(plugin, profile).set(n)
 
     def statistics(self) -> SchedulerStats:
+        c = self.ctx.counters
         return SchedulerStats(
-            self.cycle,
-            self._scheduled,
-            self._failed,
-            self._bind_failures,
-            len(self._tasks),
-            self._loop_errors,
-            self._dropped_known,
+            c.cycles,
+            c.scheduled,
+            c.failed,
+            c.bind_failures,
+            len(self.ctx.tasks),
+            c.loop_errors,
+            c.dropped_known,
         )
 
 

@@ -33,6 +33,7 @@ EXAMPLES = int(os.environ.get("TROUPE_SWEEP", "300"))
 RUNNING_PRIORITIES = (0, 100, 500)
 PENDING_PRIORITIES = (100, 500, 1000)
 _ON_NODE = re.compile(r" on node (\S+)$")
+_BY_GANG = re.compile(r"Preempted by gang (\S+) on node ")
 
 
 # A running gang's members may differ in priority, some of them as high as or
@@ -194,10 +195,15 @@ def test_preemption_properties(
     # Every preemptor that evicted ends up bound, unless something else changed:
     # it was preempted in turn, or a pending pod of higher priority took the room
     # (kube-scheduler's nominations hold room only against lower priorities).
+    # Where each preemptor evicted, from the Preempted events: a gang's say which
+    # gang (a victim may be chosen twice, by a gang and then with its whole gang by
+    # another; `preemptedBy` keeps the last one only).
     nodes_of: dict[str, set[str]] = {}
     for e in result.events:
         if e["reason"] == "Preempted" and (m := _ON_NODE.search(e["message"])):
-            nodes_of.setdefault(by.get(e["pod"], "?"), set()).add(m.group(1))
+            g = _BY_GANG.match(e["message"])
+            preemptor = g.group(1) if g else by.get(e["pod"], "?")
+            nodes_of.setdefault(preemptor, set()).add(m.group(1))
     for preemptor in set(by.values()):
         if preemptor in by:
             continue

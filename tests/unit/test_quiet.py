@@ -119,7 +119,7 @@ def test_an_unfittable_gang_is_retried_no_more_often_than_the_flush_interval(
     if not group_cycle:
         from dataclasses import replace
 
-        s.config = replace(s.config, troupe=replace(s.config.troupe, group_cycle=False))
+        s.ctx.config = replace(s.config, troupe=replace(s.config.troupe, group_cycle=False))
     run_for(s, clock, 600)
     # A group attempt is one cycle for the whole gang; without the group cycle,
     # one cycle per member. Either way: the first try, then one per flush.

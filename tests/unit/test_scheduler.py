@@ -409,7 +409,7 @@ def test_issue14_assume_of_a_pod_in_the_cache_is_handled_by_the_cycle() -> None:
         assert qpi is not None
         s.cache.add_pod(make_pod("p").req(cpu="1").node("n000").build())
         profile = s.profiles[qpi.pod.scheduler_name]
-        assert s._commit(profile, CycleState(), qpi, NodeName("n000")) is False
+        assert s.pods.commit(profile, CycleState(), qpi, NodeName("n000")) is False
         await s.settle()
         assert cluster.binds == 0 and key not in s.queue
         assert s.statistics().dropped_known == 1
@@ -575,12 +575,7 @@ def test_issue14_valid_podgroup_updated_to_invalid_stops_being_used() -> None:
 def _per_pod_records(s: Scheduler) -> dict[str, object]:
     return {
         "invalid": s.invalid,
-        "last_failure": s.last_failure,
-        "failure_codes": s._failure_codes,
-        "gate_reported": s._gate_reported,
-        "held_gates": s._held_gates,
-        "reported": s._reported,
-        "held_reports": s._held_reports,
+        "records": dict(s.ctx.records.items()),
     }
 
 

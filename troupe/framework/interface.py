@@ -16,19 +16,19 @@ are `async`; everything in the scheduling cycle is a plain function.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-from troupe.api.types import NodeName, Pod
+from troupe.api.types import NodeName, Pod, PodKey
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ClusterEventWithHint,
 )
-from troupe.framework.filtering import FilterResult
+from troupe.framework.filtering import FilterResult, FilterRunner
 from troupe.framework.status import Status
 
 if TYPE_CHECKING:
@@ -155,6 +155,38 @@ class PostFilterPlugin(Plugin, Protocol):
     ) -> tuple[str | None, Status]:
         """Returns (nominated node name or None, status)."""
         ...
+
+
+class PreemptionCandidate(Protocol):
+    """A node and the pods to evict there (most important first)."""
+
+    @property
+    def node(self) -> NodeName: ...
+
+    @property
+    def victims(self) -> Sequence[Pod]: ...
+
+
+@runtime_checkable
+class GroupPreemptionPlugin(Plugin, Protocol):
+    """Troupe's extension of PostFilter for gangs. A gang that cannot be placed
+    preempts as one unit: the group cycle asks member by member for the victims
+    that make room for that member on the cycle's snapshot (`member_candidate`),
+    takes them off the snapshot before the next member is asked, and only when
+    minMember fit together has each member's victims evicted (`prepare_member`).
+    `priority` is the gang's (no victim may reach it); `taken`: the victims
+    already chosen for earlier members."""
+
+    def member_candidate(
+        self,
+        state: CycleState,
+        pod: Pod,
+        runner: FilterRunner,
+        priority: int,
+        taken: Collection[PodKey],
+    ) -> PreemptionCandidate | None: ...
+
+    def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None: ...
 
 
 @runtime_checkable

@@ -15,12 +15,12 @@ import inspect
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 
-from troupe.api.types import NodeName, Pod
+from troupe.api.types import NodeName, Pod, PodKey
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ClusterEventWithHint
 from troupe.framework.filtering import FilterOutcome, FilterResult, FilterStep
@@ -30,6 +30,7 @@ from troupe.framework.interface import (
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
+    GroupPreemptionPlugin,
     Int64Array,
     IntpArray,
     NodeFilterPlugin,
@@ -41,6 +42,7 @@ from troupe.framework.interface import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreemptionCandidate,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -497,6 +499,42 @@ class Profile:
                 return None, st.with_plugin(name)
             last = st.with_plugin(name)
         return None, last
+
+    def group_preemption(self) -> str | None:
+        """The PostFilter plugin that preempts for gangs (the first that can), if any."""
+        for name, p in self.post_filter:
+            if isinstance(p, GroupPreemptionPlugin):
+                return name
+        return None
+
+    def run_member_preemption(
+        self,
+        plugin: str,
+        state: CycleState,
+        pod: Pod,
+        priority: int,
+        taken: Collection[PodKey],
+    ) -> PreemptionCandidate | Status | None:
+        """A gang member's preemption candidate from `plugin` (see
+        GroupPreemptionPlugin), None if it has none; a plugin that raises is an
+        error Status, as at every point."""
+        p = self.plugin(plugin)
+        try:
+            found: PreemptionCandidate | None = p.member_candidate(
+                state, pod, self, priority, taken
+            )
+            return found
+        except Exception as e:
+            return self.errors.record(plugin, "PostFilter", pod, e)
+
+    def run_prepare_member(
+        self, plugin: str, pod: Pod, candidate: PreemptionCandidate, gang: str
+    ) -> Status:
+        try:
+            self.plugin(plugin).prepare_member(pod, candidate, gang)
+        except Exception as e:
+            return self.errors.record(plugin, "PostFilter", pod, e)
+        return SUCCESS
 
     @timed("PreScore")
     def run_pre_score(

@@ -39,7 +39,7 @@ minMember placed pods without it; a group is preempted whole only by a gang
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
@@ -61,6 +61,7 @@ from troupe.framework.interface import (
     NodeToStatus,
     PluginArgsError,
     PostFilterPlugin,
+    PreemptionCandidate,
 )
 from troupe.framework.nominator import nominated_rows
 from troupe.framework.status import Code, Status
@@ -683,6 +684,48 @@ class DefaultPreemption(PostFilterPlugin):
             )
         except Exception as e:
             log.warning("could not record the Preempted event of %s: %s", victim.key, e)
+
+    # ---- gangs (GroupPreemptionPlugin) ---------------------------------------------------
+
+    def member_candidate(
+        self,
+        state: CycleState,
+        pod: Pod,
+        runner: FilterRunner,
+        priority: int,
+        taken: Collection[PodKey],
+    ) -> Candidate | None:
+        """The best candidate that makes room for one member of a gang of
+        `priority`, as a lone pod's PostFilter finds them (a sample of candidates
+        from a random offset, minCandidateNodesPercentage/Absolute; pods nominated
+        with equal or higher priority keep the room they wait for), restricted to
+        candidates whose victims' gangs can go whole (`expand_gangs`)."""
+        h = self.handle
+        snap = h.snapshot()
+        rows = snap.valid_rows()
+        want = num_candidates(self.args, len(rows))
+        offset = h.rng.randrange(len(rows)) if len(rows) else 0
+        lister = h.lister
+        with snap.overlay() as ov:
+            waiting = nominated_rows(h.nominator, snap, pod, lambda k: lister.pod(k) is not None)
+            for row, pods in waiting.items():
+                for p in pods:
+                    ov.add(row, p, pod_charge(p, h.isolated))
+            found, _ = self.find_candidates(
+                state, pod, snap, runner, rows, offset, want, whole_gangs=True
+            )
+        usable = []
+        for c in found:
+            whole = self.expand_gangs(c.victims, priority, taken)
+            if whole is not None:
+                c.victims = whole
+                usable.append(c)
+        return pick_one(usable)
+
+    def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None:
+        """Evict a gang member's victims (`prepare` with the gang named)."""
+        assert isinstance(candidate, Candidate)
+        self.prepare(pod, candidate, gang)
 
     def expand_gangs(
         self, victims: Iterable[Pod], priority: int, taken: Iterable[PodKey] = ()
