@@ -147,3 +147,46 @@ def test_message_names_the_plugin_for_every_extension_point() -> None:
     assert plugin_error_message("X", "Bind", pod) == (
         'bind plugin "X" failed to bind pod "default/p": ' + INTERNAL_ERROR
     )
+
+
+def test_a_raising_gang_preemption_is_an_error_inside_the_runtime_boundary(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The group cycle reaches DefaultPreemption through the runtime's
+    GroupPreemptionPlugin point: a bug there is counted and logged as any
+    plugin's, nothing is evicted, and the gang waits with its own reason."""
+    from troupe.plugins.default_preemption import DefaultPreemption
+
+    monkeypatch.setattr(DefaultPreemption, "member_candidate", boom)
+    s, cluster = make(1)
+    low = make_pod("low").req(cpu="3").priority(0).node("n0").phase("Running").obj()
+    cluster.pods[PodKey("default/low")] = low
+    s.on_pod(low)
+    s.on_pod_group(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minMember": 2},
+        }
+    )
+
+    async def go() -> None:
+        keys = []
+        for i in range(2):
+            obj = make_pod(f"m{i}").group("g").req(cpu="1").priority(100).obj()
+            keys.append(PodKey(f"default/m{i}"))
+            cluster.pods[keys[-1]] = obj
+            s.on_pod(obj)
+        with caplog.at_level(logging.ERROR, logger="troupe.framework.runtime"):
+            while s.schedule_one():
+                await s.settle()
+        assert errors_metric(s, "DefaultPreemption", "PostFilter") == 1
+        assert "raised at PostFilter" in caplog.text
+        assert s.statistics().loop_errors == 0
+        assert cluster.deletions == []  # nothing evicted
+        for k in keys:
+            assert s.last_failure[k].startswith('PodGroup "default/g": 1 of minMember 2 pods fit')
+            assert k in s.queue and s.cache.pod(k) is None
+
+    asyncio.run(go())
