@@ -4,6 +4,7 @@ missed uncharge can skew a later pod."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -56,26 +57,17 @@ def test_an_overlay_leaves_the_table_as_it_found_it(
     before = state(t)
     iso = IsolatedCPU()
     removed: set[int] = set()
-    with pytest.raises(RuntimeError) if fail else _nothing():
-        with t.overlay() as ov:
-            for add, row, i, cpu in ops:
-                if add:
-                    p = make_pod(f"x{len(removed)}-{row}-{i}-{cpu}").label("app", "web")
-                    p = p.req(cpu=str(cpu)).host_port(8000 + i)
-                    pod = p.build()
-                    ov.add(row, pod, pod_charge(pod, iso))
-                elif i not in removed:
-                    victim = running[i]
-                    removed.add(i)
-                    ov.remove(t.row_of[victim.node_name], victim, pod_charge(victim, iso))
-            if fail:
-                raise RuntimeError("a bug in the middle of a search")
+    with pytest.raises(RuntimeError) if fail else contextlib.nullcontext(), t.overlay() as ov:
+        for add, row, i, cpu in ops:
+            if add:
+                p = make_pod(f"x{len(removed)}-{row}-{i}-{cpu}").label("app", "web")
+                p = p.req(cpu=str(cpu)).host_port(8000 + i)
+                pod = p.build()
+                ov.add(row, pod, pod_charge(pod, iso))
+            elif i not in removed:
+                victim = running[i]
+                removed.add(i)
+                ov.remove(t.row_of[victim.node_name], victim, pod_charge(victim, iso))
+        if fail:
+            raise RuntimeError("a bug in the middle of a search")
     assert state(t) == before
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
