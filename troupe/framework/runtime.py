@@ -456,10 +456,10 @@ class Profile:
         for group in [idx] if local else [[i] for i in idx]:
             at = np.array(group, dtype=np.intp)
             g_rows = rows[at]
-            items = [(r, p, pod_charge(p, isolated)) for r in g_rows.tolist() for p in nominated[r]]
-            for r, p, ch in items:
-                nodes.charge(r, p, ch, +1)
-            try:
+            with nodes.overlay() as ov:
+                for r in g_rows.tolist():
+                    for p in nominated[r]:
+                        ov.add(r, p, pod_charge(p, isolated))
                 use = state
                 if not local:
                     use = CycleState()
@@ -474,9 +474,6 @@ class Profile:
                         out.feasible[at] = False
                         continue
                 first = self.run_filters(use, pod, nodes, g_rows)
-            finally:
-                for r, p, ch in reversed(items):
-                    nodes.charge(r, p, ch, -1)
             if isinstance(first, Status):
                 return first
             out.steps.extend(first.steps)
