@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 from troupe.api.types import (
     PREEMPT_NEVER,
@@ -20,7 +21,7 @@ from troupe.context import SchedulerContext, object_ref
 from troupe.events import ObjectRef
 from troupe.failures import Failures
 from troupe.framework.cycle_state import CycleState
-from troupe.framework.fit import FitError, ScheduleResult
+from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
 from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
@@ -29,6 +30,31 @@ from troupe.schedule_one import PodCycle
 from troupe.snapshot import pod_charge
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Trial:
+    """One search of a gang's members: where each fit (with the CycleState its
+    search left for Reserve and Permit), why the others did not, and how long
+    each member's search took."""
+
+    placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = field(default_factory=list)
+    failures: list[tuple[QueuedPodInfo, FitError | Status]] = field(default_factory=list)
+    seconds: dict[PodKey, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PreemptionPlan:
+    """What a gang would evict: per member, its node and the candidate that
+    makes room there (None where it fits without evicting)."""
+
+    plugin: str
+    chosen: list[tuple[QueuedPodInfo, NodeName, PreemptionCandidate | None]] = field(
+        default_factory=list
+    )
+
+    def victims(self) -> set[PodKey]:
+        return {v.key for _, _, c in self.chosen if c is not None for v in c.victims}
 
 
 class GroupCycle:
@@ -86,53 +112,20 @@ class GroupCycle:
                 members.append(q)
         members.sort(key=profile.sort_key)
         placed_before = placed_members(ctx.cache, ctx.waiting_pods, group)
-        snap = ctx.snapshot
-        placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = []
-        failures: list[tuple[QueuedPodInfo, FitError | Status]] = []
-        # Each member's attempt is counted as kube-scheduler counts a pod's: its own
-        # search time, the outcome of the group decides the result label.
-        seconds: dict[PodKey, float] = {}
-        with snap.overlay() as placed:
-            for qpi in members:
-                t_pod = time.perf_counter()
-                state = CycleState()
-                result = self.pods.schedule_pod(profile, state, qpi.pod, post_filter=False)
-                seconds[qpi.pod.key] = time.perf_counter() - t_pod
-                if isinstance(result, ScheduleResult):
-                    row = snap.row_of[result.node]
-                    placed.add(row, qpi.pod, pod_charge(qpi.pod, ctx.isolated))
-                    placements.append((qpi, state, result.node))
-                else:
-                    failures.append((qpi, result))
+        trial = self._place(profile, members, None)
         ctx.counters.group_attempts += 1
-        if placed_before + len(placements) >= min_member:
-            ctx.metrics.podgroup_attempts.labels("admitted").inc()
-            started = min((q.initial_attempt_timestamp or q.timestamp) for q in members)
-            ctx.metrics.podgroup_admission.observe(max(0.0, ctx.clock.now() - started))
-            ctx.queue.record_attempt(True)
-            for qpi, state, node in placements:
-                t_pod = time.perf_counter()
-                ok = self.pods.commit(profile, state, qpi, node)
-                took = seconds[qpi.pod.key] + time.perf_counter() - t_pod
-                self.failures.count_attempt(profile, "scheduled" if ok else "unschedulable", took)
-            for qpi, result in failures:
-                self.failures.fail(profile, qpi, result)
-                self.failures.count_attempt(
-                    profile, self.failures.outcome(result), seconds[qpi.pod.key]
-                )
-            log.info(
-                "gang %s admitted: %d pods placed in %.3fs",
-                group,
-                len(placements),
-                ctx.clock.now() - t0,
-            )
+        if placed_before + len(trial.placements) >= min_member:
+            self._admit(profile, group, members, trial, t0)
             return
-        self._preempt(profile, group, members, min_member, placed_before)
+        plan = self._plan_preemption(profile, group, members, min_member, placed_before, None)
+        if plan is not None:
+            self._preempt(profile, group, plan)
         ctx.counters.group_failures += 1
         ctx.metrics.podgroup_attempts.labels("unschedulable").inc()
+        failures = trial.failures
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
-            f'PodGroup "{group}": {placed_before + len(placements)} of {min_field(pg)} '
+            f'PodGroup "{group}": {placed_before + len(trial.placements)} of {min_field(pg)} '
             f"{min_member} pods fit; {why}"
         )
         plugins: set[str] = {"Coscheduling"}
@@ -148,67 +141,134 @@ class GroupCycle:
                 profile, qpi, message, Code.UNSCHEDULABLE, frozenset(plugins), frozenset()
             )
             outcome = "error" if qpi.pod.key in errors else "unschedulable"
-            self.failures.count_attempt(profile, outcome, seconds[qpi.pod.key])
+            self.failures.count_attempt(profile, outcome, trial.seconds[qpi.pod.key])
 
-    def _preempt(
+    def _place(
+        self, profile: Profile, members: list[QueuedPodInfo], within: NodeSubset | None
+    ) -> Trial:
+        """Search every member in turn on the snapshot (`within` those nodes),
+        each placement charged before the next member is searched; nothing stays
+        charged afterwards."""
+        ctx = self.ctx
+        snap = ctx.snapshot
+        trial = Trial()
+        with snap.overlay() as placed:
+            for qpi in members:
+                t_pod = time.perf_counter()
+                state = CycleState()
+                result = self.pods.schedule_pod(
+                    profile, state, qpi.pod, post_filter=False, within=within
+                )
+                trial.seconds[qpi.pod.key] = time.perf_counter() - t_pod
+                if isinstance(result, ScheduleResult):
+                    row = snap.row_of[result.node]
+                    placed.add(row, qpi.pod, pod_charge(qpi.pod, ctx.isolated))
+                    trial.placements.append((qpi, state, result.node))
+                else:
+                    trial.failures.append((qpi, result))
+        return trial
+
+    def _admit(
+        self,
+        profile: Profile,
+        group: GroupKey,
+        members: list[QueuedPodInfo],
+        trial: Trial,
+        t0: float,
+    ) -> None:
+        """Commit the trial's placements (assume, Reserve, Permit, binding cycles);
+        the members that did not fit fail alone (the gang has its quorum)."""
+        ctx = self.ctx
+        ctx.metrics.podgroup_attempts.labels("admitted").inc()
+        started = min((q.initial_attempt_timestamp or q.timestamp) for q in members)
+        ctx.metrics.podgroup_admission.observe(max(0.0, ctx.clock.now() - started))
+        ctx.queue.record_attempt(True)
+        for qpi, state, node in trial.placements:
+            t_pod = time.perf_counter()
+            ok = self.pods.commit(profile, state, qpi, node)
+            took = trial.seconds[qpi.pod.key] + time.perf_counter() - t_pod
+            self.failures.count_attempt(profile, "scheduled" if ok else "unschedulable", took)
+        for qpi, result in trial.failures:
+            self.failures.fail(profile, qpi, result)
+            self.failures.count_attempt(
+                profile, self.failures.outcome(result), trial.seconds[qpi.pod.key]
+            )
+        log.info(
+            "gang %s admitted: %d pods placed in %.3fs",
+            group,
+            len(trial.placements),
+            ctx.clock.now() - t0,
+        )
+
+    def _plan_preemption(
         self,
         profile: Profile,
         group: GroupKey,
         members: list[QueuedPodInfo],
         min_member: int,
         placed_before: int,
-    ) -> bool:
+        within: NodeSubset | None,
+    ) -> PreemptionPlan | None:
         """A gang that cannot be placed preempts as one unit: member by member on
-        the snapshot, each member's victims (a victim in a lower gang taken with
-        its whole gang) taken off before the next member is searched. Only if
-        minMember then fit together is anything evicted; the members are
-        nominated to their nodes. A gang whose victims are still terminating
-        waits for them instead of preempting again."""
+        the snapshot (`within` those nodes), each member's victims (a victim in a
+        lower gang taken with its whole gang) taken off before the next member is
+        searched. A plan only if minMember then fit together; nothing is evicted
+        here. None also for a gang that may not preempt, or whose victims of its
+        last preemption are still terminating (it waits for them)."""
         ctx = self.ctx
         plugin = profile.group_preemption()
         if plugin is None:
-            return False
+            return None
         if any(q.pod.preemption_policy == PREEMPT_NEVER for q in members):
-            return False
+            return None
         waiting = self.gang_victims.get(group, ())
         if any(ctx.cache.pod(k) is not None for k in waiting):
-            return False
+            return None
         ctx.metrics.preemption_attempts.inc()
         snap = ctx.snapshot
-        gang = str(group)
         # The gang's priority (its lowest member's): no victim may reach it.
         priority = min(q.pod.priority for q in members)
-        chosen: list[tuple[QueuedPodInfo, NodeName, PreemptionCandidate | None]] = []
+        plan = PreemptionPlan(plugin)
         with snap.overlay() as ov:
             for qpi in members:
-                if placed_before + len(chosen) >= min_member:
+                if placed_before + len(plan.chosen) >= min_member:
                     break
                 state = CycleState()
-                result = self.pods.schedule_pod(profile, state, qpi.pod, post_filter=False)
+                result = self.pods.schedule_pod(
+                    profile, state, qpi.pod, post_filter=False, within=within
+                )
                 cand: PreemptionCandidate | None = None
                 if isinstance(result, ScheduleResult):
                     node = result.node
                 elif isinstance(result, FitError):
-                    taken = {v.key for _, _, c in chosen if c is not None for v in c.victims}
-                    found = profile.run_member_preemption(plugin, state, qpi.pod, priority, taken)
+                    found = profile.run_member_preemption(
+                        plugin, state, qpi.pod, priority, plan.victims(), within
+                    )
                     if found is None or isinstance(found, Status):
-                        return False
+                        return None
                     for v in found.victims:
                         vrow = snap.row_of.get(ctx.cache.pod_node(v.key) or "")
                         if vrow is not None and v.key in snap.pods[vrow]:
                             ov.remove(vrow, v, pod_charge(v, ctx.isolated))
                     node, cand = found.node, found
                 else:
-                    return False
+                    return None
                 ov.add(snap.row_of[node], qpi.pod, pod_charge(qpi.pod, ctx.isolated))
-                chosen.append((qpi, node, cand))
-            if placed_before + len(chosen) < min_member:
-                return False
+                plan.chosen.append((qpi, node, cand))
+        if placed_before + len(plan.chosen) < min_member:
+            return None
+        return plan
+
+    def _preempt(self, profile: Profile, group: GroupKey, plan: PreemptionPlan) -> bool:
+        """Carry a plan out: each member's victims evicted, the members nominated
+        to their nodes; the gang then waits for its victims to go."""
+        ctx = self.ctx
+        gang = str(group)
         victims: set[PodKey] = set()
         groups: set[GroupKey] = set()
-        for qpi, node, cand in chosen:
+        for qpi, node, cand in plan.chosen:
             if cand is not None and cand.victims:
-                profile.run_prepare_member(plugin, qpi.pod, cand, gang)
+                profile.run_prepare_member(plan.plugin, qpi.pod, cand, gang)
                 victims |= {v.key for v in cand.victims}
                 groups |= {v.group_key for v in cand.victims if v.group_key is not None}
             ctx.nominate(qpi.pod, node)

@@ -24,7 +24,7 @@ from troupe.context import SchedulerContext
 from troupe.failures import Failures
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterOutcome
-from troupe.framework.fit import FitError, ScheduleResult, fit_error_message
+from troupe.framework.fit import FitError, NodeSubset, ScheduleResult, fit_error_message
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
     IntpArray,
@@ -134,8 +134,15 @@ class PodCycle:
         return fit_error_message(len(bad), {f"{UNREADABLE_NODE} (node {name}: {why})": len(bad)})
 
     def schedule_pod(
-        self, profile: Profile, state: CycleState, pod: Pod, post_filter: bool = True
+        self,
+        profile: Profile,
+        state: CycleState,
+        pod: Pod,
+        post_filter: bool = True,
+        within: NodeSubset | None = None,
     ) -> ScheduleResult | FitError | Status:
+        """kube-scheduler's schedulePod: the node for `pod`, or why none. `within`:
+        only those nodes are candidates (the others are counted under its reason)."""
         snap = self.ctx.snapshot
         n_all = snap.num_nodes
         if n_all == 0:
@@ -151,6 +158,7 @@ class PodCycle:
                 return fe
             return self._post_filter(profile, state, pod, n_all, {}, fe, absent=st)
         all_rows = snap.valid_rows()
+        counts_outside: dict[str, int] = {}
         absent = 0
         absent_reason = ""
         if pre is not None and pre.node_names is not None:
@@ -165,6 +173,13 @@ class PodCycle:
             )
         else:
             rows = all_rows
+        if within is not None:
+            # A gang's domain: the nodes outside it are not candidates.
+            kept = rows[np.isin(rows, within.rows, assume_unique=True)]
+            outside = len(rows) - len(kept)
+            rows = kept
+            if outside:
+                counts_outside = {within.reason: outside}
         watermark = self.ctx.config.troupe.score_watermark
         if watermark is not None:
             to_find = len(rows)  # every feasible node is a candidate
@@ -196,6 +211,8 @@ class PodCycle:
                 unsched |= o.unschedulable_plugins()
             if absent:
                 counts[absent_reason] = counts.get(absent_reason, 0) + absent
+            for reason, n in counts_outside.items():
+                counts[reason] = counts.get(reason, 0) + n
             fe = FitError(fit_error_message(n_all, counts), frozenset(unsched), frozenset())
             if not post_filter:
                 return fe

@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from troupe.api.types import NodeName
 from troupe.framework.status import Code
 
@@ -45,3 +48,13 @@ class FitError:
     # PostFilter's nomination: a node (preemption made room there), "" (clear the
     # pod's nomination), or None (leave it as it is).
     nominated_node: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSubset:
+    """The nodes a search is restricted to (a gang's topology domain): their
+    snapshot rows, sorted, and the reason counted for every node left out
+    ("node(s) outside rack=r7")."""
+
+    rows: npt.NDArray[np.intp]
+    reason: str

@@ -29,6 +29,7 @@ from troupe.framework.events import (
     ClusterEventWithHint,
 )
 from troupe.framework.filtering import FilterResult, FilterRunner
+from troupe.framework.fit import NodeSubset
 from troupe.framework.status import Status
 
 if TYPE_CHECKING:
@@ -175,7 +176,8 @@ class GroupPreemptionPlugin(Plugin, Protocol):
     takes them off the snapshot before the next member is asked, and only when
     minMember fit together has each member's victims evicted (`prepare_member`).
     `priority` is the gang's (no victim may reach it); `taken`: the victims
-    already chosen for earlier members."""
+    already chosen for earlier members; `within`: the only candidate nodes (the
+    gang's topology domain), None for all."""
 
     def member_candidate(
         self,
@@ -184,6 +186,7 @@ class GroupPreemptionPlugin(Plugin, Protocol):
         runner: FilterRunner,
         priority: int,
         taken: Collection[PodKey],
+        within: NodeSubset | None = None,
     ) -> PreemptionCandidate | None: ...
 
     def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None: ...

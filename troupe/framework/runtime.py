@@ -24,6 +24,7 @@ from troupe.api.types import NodeName, Pod, PodKey
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ClusterEventWithHint
 from troupe.framework.filtering import FilterOutcome, FilterResult, FilterStep
+from troupe.framework.fit import NodeSubset
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
@@ -511,6 +512,7 @@ class Profile:
         pod: Pod,
         priority: int,
         taken: Collection[PodKey],
+        within: NodeSubset | None = None,
     ) -> PreemptionCandidate | Status | None:
         """A gang member's preemption candidate from `plugin` (see
         GroupPreemptionPlugin), None if it has none; a plugin that raises is an
@@ -518,7 +520,7 @@ class Profile:
         p = self.plugin(plugin)
         try:
             found: PreemptionCandidate | None = p.member_candidate(
-                state, pod, self, priority, taken
+                state, pod, self, priority, taken, within
             )
             return found
         except Exception as e:

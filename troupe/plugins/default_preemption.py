@@ -55,6 +55,7 @@ from troupe.framework.events import (
     ClusterEvent,
 )
 from troupe.framework.filtering import FilterOutcome, FilterRunner
+from troupe.framework.fit import NodeSubset
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     IntpArray,
@@ -694,15 +695,17 @@ class DefaultPreemption(PostFilterPlugin):
         runner: FilterRunner,
         priority: int,
         taken: Collection[PodKey],
+        within: NodeSubset | None = None,
     ) -> Candidate | None:
         """The best candidate that makes room for one member of a gang of
         `priority`, as a lone pod's PostFilter finds them (a sample of candidates
         from a random offset, minCandidateNodesPercentage/Absolute; pods nominated
         with equal or higher priority keep the room they wait for), restricted to
-        candidates whose victims' gangs can go whole (`expand_gangs`)."""
+        candidates whose victims' gangs can go whole (`expand_gangs`), on the
+        nodes `within` (all when None)."""
         h = self.handle
         snap = h.snapshot()
-        rows = snap.valid_rows()
+        rows = snap.valid_rows() if within is None else within.rows
         want = num_candidates(self.args, len(rows))
         offset = h.rng.randrange(len(rows)) if len(rows) else 0
         lister = h.lister
