@@ -10,10 +10,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from troupe.api.types import (
     PREEMPT_NEVER,
     GroupKey,
     NodeName,
+    Pod,
     PodGroup,
     PodKey,
 )
@@ -25,11 +29,36 @@ from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
 from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
-from troupe.plugins.coscheduling.core import min_field, placed_members
+from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
 from troupe.schedule_one import PodCycle
-from troupe.snapshot import pod_charge
+from troupe.snapshot import NO_VALUE, pod_charge
+from troupe.topology import (
+    DEFAULT_DOMAINS_PER_CYCLE,
+    Domain,
+    PlacementWeights,
+    TopologyError,
+    TopologySpec,
+    allocation_score,
+    coarser_or_equal,
+    domains,
+    label_missing,
+    ordered,
+    placement_score,
+    topology_of,
+)
 
 log = logging.getLogger(__name__)
+
+IntpArray = npt.NDArray[np.intp]
+_NO_ROWS: IntpArray = np.empty(0, dtype=np.intp)
+
+
+def _demand(members: list[QueuedPodInfo], n: int) -> tuple[int, int]:
+    """The cpu and memory the `n` smallest members request together."""
+    if n <= 0:
+        return 0, 0
+    reqs = sorted((q.pod.requests.get("cpu", 0), q.pod.requests.get("memory", 0)) for q in members)
+    return sum(c for c, _ in reqs[:n]), sum(m for _, m in reqs[:n])
 
 
 @dataclass(slots=True)
@@ -41,6 +70,8 @@ class Trial:
     placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = field(default_factory=list)
     failures: list[tuple[QueuedPodInfo, FitError | Status]] = field(default_factory=list)
     seconds: dict[PodKey, float] = field(default_factory=dict)
+    # How full the nodes measured were with the placements charged (topology).
+    allocation: float = 0.0
 
 
 @dataclass(slots=True)
@@ -55,6 +86,13 @@ class PreemptionPlan:
 
     def victims(self) -> set[PodKey]:
         return {v.key for _, _, c in self.chosen if c is not None for v in c.victims}
+
+    def cost(self) -> tuple[int, int, int]:
+        """Fewest victims of the lowest priority first: (the highest victim
+        priority, how many, the sum of their priorities)."""
+        vs = {v.key: v for _, _, c in self.chosen if c is not None for v in c.victims}
+        prios = [v.priority for v in vs.values()]
+        return (max(prios, default=-(2**31)), len(prios), sum(prios))
 
 
 class GroupCycle:
@@ -112,6 +150,14 @@ class GroupCycle:
                 members.append(q)
         members.sort(key=profile.sort_key)
         placed_before = placed_members(ctx.cache, ctx.waiting_pods, group)
+        try:
+            spec = topology_of(pg)
+        except TopologyError as e:
+            self._unschedulable(profile, group, members, f'PodGroup "{group}": {e}', Trial())
+            return
+        if not spec.empty:
+            self._schedule_in_domains(profile, group, pg, members, placed_before, spec, t0)
+            return
         trial = self._place(profile, members, None)
         ctx.counters.group_attempts += 1
         if placed_before + len(trial.placements) >= min_member:
@@ -120,31 +166,292 @@ class GroupCycle:
         plan = self._plan_preemption(profile, group, members, min_member, placed_before, None)
         if plan is not None:
             self._preempt(profile, group, plan)
-        ctx.counters.group_failures += 1
-        ctx.metrics.podgroup_attempts.labels("unschedulable").inc()
         failures = trial.failures
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
             f'PodGroup "{group}": {placed_before + len(trial.placements)} of {min_field(pg)} '
             f"{min_member} pods fit; {why}"
         )
+        self._unschedulable(profile, group, members, message, trial)
+
+    def _unschedulable(
+        self,
+        profile: Profile,
+        group: GroupKey,
+        members: list[QueuedPodInfo],
+        message: str,
+        trial: Trial,
+    ) -> None:
+        """Nothing of the gang is held: every member fails with the gang's message."""
+        ctx = self.ctx
+        ctx.counters.group_failures += 1
+        ctx.metrics.podgroup_attempts.labels("unschedulable").inc()
         plugins: set[str] = {"Coscheduling"}
-        for _, result in failures:
+        for _, result in trial.failures:
             if isinstance(result, FitError):
                 plugins |= result.unschedulable_plugins
             elif result.plugin:
                 plugins.add(result.plugin)
-        errors = {q.pod.key for q, result in failures if self.failures.outcome(result) == "error"}
+        errors = {
+            q.pod.key for q, result in trial.failures if self.failures.outcome(result) == "error"
+        }
         for qpi in members:
             ctx.counters.failed += 1
             self.failures.handle(
                 profile, qpi, message, Code.UNSCHEDULABLE, frozenset(plugins), frozenset()
             )
             outcome = "error" if qpi.pod.key in errors else "unschedulable"
-            self.failures.count_attempt(profile, outcome, trial.seconds[qpi.pod.key])
+            self.failures.count_attempt(profile, outcome, trial.seconds.get(qpi.pod.key, 0.0))
+
+    # ---- topology ----------------------------------------------------------------------
+
+    def _schedule_in_domains(
+        self,
+        profile: Profile,
+        group: GroupKey,
+        pg: PodGroup,
+        members: list[QueuedPodInfo],
+        placed_before: int,
+        spec: TopologySpec,
+        t0: float,
+    ) -> None:
+        """A gang with a topology request: placed whole in one domain of the
+        narrowest preferred level where it fits, else (at least minMember) in one
+        domain of the required level, else anywhere when nothing is required.
+        When no required domain fits, preemption clears one domain."""
+        ctx = self.ctx
+        snap = ctx.snapshot
+        ctx.counters.group_attempts += 1
+        problem = self._check(spec)
+        base: list[Domain] = []
+        if problem is None and spec.required:
+            base, problem = self._required_domains(group, spec)
+        if problem is not None:
+            self._unschedulable(profile, group, members, f'PodGroup "{group}": {problem}', Trial())
+            return
+        limit, weights = self._topology_args(profile)
+        min_member = pg.min_member
+        whole = _demand(members, len(members))
+        need = _demand(members, max(0, min_member - placed_before))
+        # Preferred levels, narrowest first: the whole gang in one domain.
+        for level in spec.preferred:
+            candidates: list[Domain] = []
+            bases: list[Domain | None] = list(base) if base else [None]
+            for b in bases:
+                rows = snap.valid_rows() if b is None else b.rows
+                candidates.extend(domains(snap, (level,), rows))
+            tried, _ = ordered(snap, candidates, whole)
+            best = self._best(profile, members, tried[:limit], weights, len(members))
+            if best is not None:
+                self._admit_in(profile, group, pg, members, best, level, t0)
+                return
+        if not spec.required:
+            trial = self._place(profile, members, None)
+            if placed_before + len(trial.placements) >= min_member:
+                ctx.metrics.topology_placed.labels("any").inc()
+                self._admit(profile, group, members, trial, t0)
+                return
+            plan = self._plan_preemption(profile, group, members, min_member, placed_before, None)
+            if plan is not None:
+                self._preempt(profile, group, plan)
+            why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
+            message = (
+                f'PodGroup "{group}": {placed_before + len(trial.placements)} of '
+                f"{min_field(pg)} {min_member} pods fit; {why}"
+            )
+            self._unschedulable(profile, group, members, message, trial)
+            return
+        level = ",".join(spec.required)
+        tried, dropped = ordered(snap, base, need)
+        tried = tried[:limit]
+        need_now = min_member - placed_before
+        best = self._best(profile, members, tried, weights, need_now)
+        if best is not None:
+            self._admit_in(profile, group, pg, members, best, level, t0)
+            return
+        partial = self._partial
+        self._partial = None
+        if partial is None and dropped:
+            # Every domain lacks the room in sum: place in the roomiest anyway,
+            # to say how far from the quorum the gang is.
+            self._best(profile, members, dropped[:1], weights, need_now)
+            partial, self._partial = self._partial, None
+        # Preemption that clears one domain: the one whose victims are fewest and
+        # of the lowest priority.
+        plans: list[tuple[tuple[int, int, int], int, Domain, PreemptionPlan]] = []
+        for i, d in enumerate(tried or ordered(snap, base, (0, 0))[0][:limit]):
+            plan = self._plan_preemption(
+                profile, group, members, min_member, placed_before, d.subset()
+            )
+            if plan is not None:
+                plans.append((plan.cost(), i, d, plan))
+        if plans:
+            _, _, d, plan = min(plans, key=lambda t: (t[0], t[1]))
+            if self._preempt(profile, group, plan):
+                log.info("gang %s preempts in %s", group, d.name)
+        what = f"{min_field(pg)} {min_member}"
+        if partial is not None:
+            trial, d = partial
+            why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
+            fits = placed_before + len(trial.placements)
+            message = (
+                f'PodGroup "{group}": no {level} has room for {what}: best {d.name} fits '
+                f"{fits}; {why}"
+            )
+        else:
+            message = f'PodGroup "{group}": no {level} has room for {what}'
+            trial = Trial()
+        self._unschedulable(profile, group, members, message, trial)
+
+    _partial: tuple[Trial, Domain] | None = None
+
+    def _best(
+        self,
+        profile: Profile,
+        members: list[QueuedPodInfo],
+        candidates: list[Domain],
+        weights: PlacementWeights,
+        need: int,
+    ) -> tuple[Trial, Domain] | None:
+        """Place the gang in each candidate domain; of those where at least `need`
+        members fit, the best scored. The trial that placed most where none did
+        is kept in `_partial` for the message."""
+        ctx = self.ctx
+        best: tuple[float, int, Trial, Domain] | None = None
+        partial: tuple[Trial, Domain] | None = None
+        for i, d in enumerate(candidates):
+            trial = self._place(profile, members, d.subset(), d.rows)
+            ctx.metrics.topology_placements.inc()
+            n = len(trial.placements)
+            if n >= need and n > 0:
+                score = placement_score(n, len(members), trial.allocation, weights)
+                if best is None or score > best[0]:
+                    best = (score, i, trial, d)
+            elif partial is None or n > len(partial[0].placements):
+                partial = (trial, d)
+        self._partial = partial
+        return None if best is None else (best[2], best[3])
+
+    def _admit_in(
+        self,
+        profile: Profile,
+        group: GroupKey,
+        pg: PodGroup,
+        members: list[QueuedPodInfo],
+        best: tuple[Trial, Domain],
+        level: str,
+        t0: float,
+    ) -> None:
+        trial, d = best
+        self._partial = None
+        self.ctx.metrics.topology_placed.labels(level).inc()
+        self._admit(profile, group, members, trial, t0)
+        ref = object_ref(pg.raw, "PodGroup", pg.namespace, pg.name)
+        message = f"placed in {d.name}: {len(trial.placements)} pods"
+        self.ctx.spawn(self._record(ref, "Normal", "Placed", message, "Scheduling"))
+
+    def _check(self, spec: TopologySpec) -> str | None:
+        """A topology request the cluster's nodes cannot give meaning to."""
+        snap = self.ctx.snapshot
+        for k in (*spec.required, *spec.preferred):
+            if label_missing(snap, k):
+                return f"{spec.where(k)}: no node has the label {k!r}"
+        for p in spec.preferred:
+            for r in spec.required:
+                if coarser_or_equal(snap, p, r):
+                    return (
+                        f"{spec.where(p)}: preferred level {p!r} is not narrower than "
+                        f"the required {r!r}"
+                    )
+        return None
+
+    def _required_domains(
+        self, group: GroupKey, spec: TopologySpec
+    ) -> tuple[list[Domain], str | None]:
+        """The required level's domains; only the one the group runs in already
+        when members are placed (a member created later joins them there or waits)."""
+        snap = self.ctx.snapshot
+        base = domains(snap, spec.required, snap.valid_rows())
+        running = self.running_domain(group, spec.required)
+        if running is None:
+            return base, None
+        keep = [d for d in base if d.values == running]
+        if not keep:
+            where = ",".join(f"{k}={v}" for k, v in zip(spec.required, running, strict=True))
+            return [], f"the group runs in {where}, where no node is left"
+        return keep, None
+
+    def running_domain(self, group: GroupKey, keys: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The values of `keys` on the nodes of the group's placed members (bound
+        or assumed), those of the first such member; None when none is placed."""
+        ctx = self.ctx
+        snap = ctx.snapshot
+        for p in sorted(ctx.cache.pods_in_group(group), key=lambda p: p.key):
+            node = ctx.cache.pod_node(p.key)
+            row = snap.row_of.get(node) if node else None
+            if row is None or ctx.cache.pod(p.key) is None:
+                continue
+            ids = [int(snap.label_column(k)[row]) for k in keys]
+            if any(v == NO_VALUE for v in ids):
+                continue
+            return tuple(snap.label_values[k][v] for k, v in zip(keys, ids, strict=True))
+        return None
+
+    def within(self, pod: Pod) -> NodeSubset | str | None:
+        """For a pod of a group with required topology that is scheduled alone (a
+        group of the basic policy, or a gang member after its gang was admitted):
+        the nodes it may go to (its group's domain, or the nodes that have the
+        labels before any member is placed), a message when the request is bad,
+        None when the pod has no such group."""
+        group = pod.group_key
+        if group is None:
+            return None
+        pg = self.ctx.cache.pod_group(group)
+        if pg is None:
+            return None
+        try:
+            spec = topology_of(pg)
+        except TopologyError as e:
+            return f'PodGroup "{group}": {e}'
+        if not spec.required:
+            return None
+        problem = self._check(spec)
+        if problem is not None:
+            return f'PodGroup "{group}": {problem}'
+        snap = self.ctx.snapshot
+        running = self.running_domain(group, spec.required)
+        level = ",".join(spec.required)
+        candidates = domains(snap, spec.required, snap.valid_rows())
+        if running is None:
+            rows = np.concatenate([d.rows for d in candidates]) if candidates else _NO_ROWS
+            return NodeSubset(np.sort(rows), f"node(s) without the label(s) {level}")
+        for d in candidates:
+            if d.values == running:
+                return d.subset()
+        return NodeSubset(_NO_ROWS, f"node(s) outside {level} the group runs in")
+
+    def _topology_args(self, profile: Profile) -> tuple[int, PlacementWeights]:
+        args = getattr(profile.plugin("Coscheduling"), "args", None)
+        if not isinstance(args, CoschedulingArgs):
+            return DEFAULT_DOMAINS_PER_CYCLE, PlacementWeights()
+        return args.topology_domains_per_cycle, PlacementWeights(
+            args.placement_pods_count_weight, args.placement_allocation_weight
+        )
+
+    async def _record(
+        self, ref: ObjectRef, kind: str, reason: str, message: str, action: str
+    ) -> None:
+        try:
+            await self.ctx.client.record_event(ref, kind, reason, message, action)
+        except Exception as e:
+            log.warning("could not record the %s event of %s: %s", reason, ref.name, e)
 
     def _place(
-        self, profile: Profile, members: list[QueuedPodInfo], within: NodeSubset | None
+        self,
+        profile: Profile,
+        members: list[QueuedPodInfo],
+        within: NodeSubset | None,
+        measure: IntpArray | None = None,
     ) -> Trial:
         """Search every member in turn on the snapshot (`within` those nodes),
         each placement charged before the next member is searched; nothing stays
@@ -166,6 +473,8 @@ class GroupCycle:
                     trial.placements.append((qpi, state, result.node))
                 else:
                     trial.failures.append((qpi, result))
+            if measure is not None:
+                trial.allocation = allocation_score(snap, measure)
         return trial
 
     def _admit(

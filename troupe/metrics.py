@@ -254,6 +254,18 @@ class Metrics:
             buckets=_exp(0.01, 2, 20),
             registry=r,
         )
+        self.topology_placements = Counter(
+            "troupe_topology_placements_tried",
+            "Placements of a gang in one topology domain tried by group cycles.",
+            registry=r,
+        )
+        self.topology_placed = Counter(
+            "troupe_topology_gangs_placed",
+            "Gangs with a topology request admitted, by the level they were placed in "
+            '(a node label key; "any" when no preferred level had room).',
+            ["level"],
+            registry=r,
+        )
         self.podgroups = Gauge("troupe_podgroups", "PodGroups by phase.", ["phase"], registry=r)
         # client-go's leader election metric (component-base/metrics/prometheus/clientgo).
         self.leader = Gauge(

@@ -68,13 +68,16 @@ class PodCycle:
         self.failures = failures
         self.binder = binder
 
-    def schedule(self, profile: Profile, qpi: QueuedPodInfo) -> None:
-        """Search a node for the pod and commit it there, or handle the failure."""
+    def schedule(
+        self, profile: Profile, qpi: QueuedPodInfo, within: NodeSubset | None = None
+    ) -> None:
+        """Search a node for the pod (among `within`) and commit it there, or
+        handle the failure."""
         ctx = self.ctx
         t0 = time.perf_counter()
         state = CycleState()
         state.sample_plugin_metrics = ctx.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
-        result = self.schedule_pod(profile, state, qpi.pod)
+        result = self.schedule_pod(profile, state, qpi.pod, within=within)
         if isinstance(result, ScheduleResult):
             ctx.queue.record_attempt(True)
             ok = self.commit(profile, state, qpi, result.node)

@@ -40,6 +40,7 @@ from troupe.framework.fit import FitError, ScheduleResult, fit_error_message
 from troupe.framework.handle import Handle
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
+from troupe.framework.status import Code, Status
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.group_cycle import GroupCycle
 from troupe.metrics import Metrics
@@ -294,8 +295,15 @@ class Scheduler:
         pg = self.groups.wants(profile, qpi)
         if pg is not None:
             self.groups.schedule(profile, qpi, pg)
-        else:
-            self.pods.schedule(profile, qpi)
+            return
+        # A pod of a group with required topology scheduled alone goes where its
+        # group runs (or to nodes that have the labels, before any member runs).
+        within = self.groups.within(qpi.pod) if qpi.pod.group_key is not None else None
+        if isinstance(within, str):
+            self.failures.fail(profile, qpi, Status(Code.UNSCHEDULABLE, (within,), "Coscheduling"))
+            self.failures.count_attempt(profile, "unschedulable", 0.0)
+            return
+        self.pods.schedule(profile, qpi, within)
 
     def _give_back(self, held: list[QueuedPodInfo]) -> None:
         """After a cycle raised: requeue with backoff what it held and did not place."""

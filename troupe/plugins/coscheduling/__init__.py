@@ -61,6 +61,14 @@ def _seconds(args: Mapping[str, Any], key: str, default: float, minimum: float) 
     return float(v)
 
 
+def _count(args: Mapping[str, Any], key: str, default: int, minimum: int, maximum: int) -> int:
+    v = args.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v <= maximum:
+        shown = describe_int(v) if isinstance(v, int) else repr(v)[:40]
+        raise PluginArgsError(key, f"must be an integer from {minimum} to {maximum}, got {shown}")
+    return v
+
+
 class Coscheduling(
     QueueSortPlugin,
     PreEnqueuePlugin,
@@ -78,6 +86,7 @@ class Coscheduling(
 
     def __init__(self, handle: Handle, args: CoschedulingArgs) -> None:
         self.handle = handle
+        self.args = args
         self.manager = PodGroupManager(handle, args)
         self.status = PodGroupStatusTracker(
             handle, args.status_coalesce_seconds, self.manager.schedule_start
@@ -90,6 +99,9 @@ class Coscheduling(
                 "permitWaitingTimeSeconds",
                 "podGroupBackoffSeconds",
                 "statusCoalesceSeconds",
+                "topologyDomainsPerCycle",
+                "placementPodsCountWeight",
+                "placementAllocationWeight",
             ):
                 raise PluginArgsError(str(k), "unknown field")
         return cls(
@@ -98,6 +110,9 @@ class Coscheduling(
                 permit_waiting_time_seconds=_seconds(args, "permitWaitingTimeSeconds", 60, 1),
                 pod_group_backoff_seconds=_seconds(args, "podGroupBackoffSeconds", 0, 0),
                 status_coalesce_seconds=_seconds(args, "statusCoalesceSeconds", 1, 0),
+                topology_domains_per_cycle=_count(args, "topologyDomainsPerCycle", 16, 1, 100_000),
+                placement_pods_count_weight=_count(args, "placementPodsCountWeight", 1, 0, 100),
+                placement_allocation_weight=_count(args, "placementAllocationWeight", 1, 0, 100),
             ),
         )
 
