@@ -67,6 +67,7 @@ from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.scheduler import Scheduler
 from troupe.snapshot import NodeTable
+from troupe.topology import group_placement, has_topology
 from troupe.volume_sim import VolumeControllers
 
 POD_GROUP_API_GROUPS = (
@@ -597,6 +598,14 @@ class Simulation:
             if native:
                 groups[k]["conditions"] = list(st.get("conditions") or [])
         s.cache.update_snapshot(s.snapshot)
+        for k in groups:
+            pg = s.cache.pod_group(GroupKey(k))
+            if pg is None or not has_topology(pg):
+                continue
+            where = [
+                n for p in s.cache.pods_in_group(GroupKey(k)) if (n := s.cache.pod_node(p.key))
+            ]
+            groups[k]["domain"] = group_placement(s.snapshot, pg, where)
         milli = {"cpu", s.isolated.resource}
         return SimulationResult(
             pods=pods,
@@ -701,9 +710,15 @@ def format_table(result: SimulationResult) -> str:
     if result.pod_groups:
         lines.append("")
         gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])
-        lines.append(f"{'PODGROUP':<{gw}}  {'PHASE':<12}  SCHEDULED  RUNNING")
+        # DOMAIN only when some group asks for topology (the others' tables stay as they were)
+        domain = any("domain" in g for g in result.pod_groups.values())
+        head = f"{'PODGROUP':<{gw}}  {'PHASE':<12}  SCHEDULED  RUNNING"
+        lines.append(head + ("  DOMAIN" if domain else ""))
         for k, g in result.pod_groups.items():
-            lines.append(f"{k:<{gw}}  {g['phase']:<12}  {g['scheduled']:<9}  {g['running']}")
+            line = f"{k:<{gw}}  {g['phase']:<12}  {g['scheduled']:<9}  {g['running']}"
+            if domain:
+                line = f"{line:<{len(head)}}  {g.get('domain') or '-'}"
+            lines.append(line)
     lines.append("")
     nw2 = max([len("NODE"), *(len(k) for k in result.nodes)])
     lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")

@@ -268,3 +268,37 @@ def placement_score(
     """PodGroupPodsCount (members placed, 0-100) and NodeResourcesFit (allocation)."""
     pods = 100.0 * placed / members if members else 0.0
     return weights.pods_count * pods + weights.allocation * allocation
+
+
+def placement_of(nodes: NodeTable, spec: TopologySpec, node_names: Sequence[str]) -> str | None:
+    """Where a group's placed members run, in its own levels: the narrowest of
+    its preferred then required levels whose value all of them share
+    ("troupe.dev/rack=r7"); None when nothing is placed or they share none."""
+    rows = [nodes.row_of[n] for n in node_names if n in nodes.row_of]
+    if not rows:
+        return None
+    for key in (*spec.preferred, *spec.required):
+        ids = {int(nodes.label_column(key)[r]) for r in rows}
+        if len(ids) == 1 and NO_VALUE not in ids:
+            return f"{key}={nodes.label_values[key][ids.pop()]}"
+    return None
+
+
+def group_placement(nodes: NodeTable, pg: PodGroup, node_names: Sequence[str]) -> str | None:
+    """`placement_of` for a PodGroup with a topology request (None without one,
+    or when its request cannot be read)."""
+    try:
+        spec = topology_of(pg)
+    except TopologyError:
+        return None
+    if spec.empty:
+        return None
+    return placement_of(nodes, spec, node_names)
+
+
+def has_topology(pg: PodGroup) -> bool:
+    """Whether the group asks for topology (a request that cannot be read counts)."""
+    try:
+        return not topology_of(pg).empty
+    except TopologyError:
+        return True

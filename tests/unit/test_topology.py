@@ -328,3 +328,35 @@ def test_a_required_gang_never_spans_two_racks_nor_runs_below_quorum(
         ]
         assert len({rack[n] for n in placed}) <= 1, (g, placed)
         assert not placed or len(placed) >= size, (g, placed)
+
+
+def test_the_domain_is_said_in_the_output_the_status_and_an_event() -> None:
+    from troupe.simulate import format_output
+
+    nodes = [node(f"n{i}", f"r{i % 2}") for i in range(4)]
+    pg = native([{"key": RACK}])
+    pg["spec"]["schedulingPolicy"] = {"gang": {"minCount": 2}}
+    pods = []
+    for i in range(2):
+        p = make_pod(f"g-{i}").req(cpu="1").obj()
+        p["spec"]["schedulingGroup"] = {"podGroupName": "g"}
+        pods.append(p)
+    plain = [group("plain", 2), *members("plain", 2)]
+    result = simulate([*nodes, pg, *pods, *plain], default_config(IN_TREE))
+    out = result.to_json_obj()
+    g = out["podGroups"]["scheduling.k8s.io/default/g"]
+    rack = g["domain"]
+    assert rack in (f"{RACK}=r0", f"{RACK}=r1")
+    assert "domain" not in out["podGroups"]["default/plain"]  # no topology, no key
+    (cond,) = g["conditions"]
+    assert cond["status"] == "True" and cond["message"] == f"placed in {rack}"
+    placed = [e for e in result.events if e["reason"] == "Placed"]
+    assert [e["message"] for e in placed] == [f"placed in {rack}: 2 pods"]
+    table = format_output(result, "table")
+    header = next(line for line in table.splitlines() if line.startswith("PODGROUP"))
+    assert header.endswith("DOMAIN")
+    row = next(line for line in table.splitlines() if line.startswith("scheduling.k8s.io/"))
+    assert row.endswith(rack)
+    assert next(line for line in table.splitlines() if line.startswith("default/plain ")).endswith(
+        "-"
+    )

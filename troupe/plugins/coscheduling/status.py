@@ -60,6 +60,7 @@ from troupe.framework.events import (
 from troupe.framework.handle import Handle
 from troupe.framework.status import Code
 from troupe.plugins.coscheduling.core import placed_members
+from troupe.topology import group_placement, has_topology
 
 log = logging.getLogger(__name__)
 
@@ -132,16 +133,18 @@ def native_phase(status: Mapping[str, Any]) -> str:
 
 
 def compute_native_status(
-    pg: PodGroup, placed: int, failure: tuple[str, Code] | None, now: float
+    pg: PodGroup, placed: int, failure: tuple[str, Code] | None, now: float, where: str = ""
 ) -> dict[str, Any] | None:
     """The status of a native PodGroup, or None when there is nothing to say
-    (never tried, or already True and not to be taken back)."""
+    (never tried, or already True and not to be taken back). `where`: the
+    topology domain its members were placed in, said in the True condition's
+    message ("placed in troupe.dev/rack=r7")."""
     ctype = condition_type(pg)
     raw = pg.status.get("conditions")
     conditions = [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
     current = next((c for c in conditions if c.get("type") == ctype), None)
     if placed >= pg.min_member:
-        want = ("True", REASON_SCHEDULED, "")
+        want = ("True", REASON_SCHEDULED, f"placed in {where}" if where else "")
     elif current is not None and current.get("status") == "True":
         return None  # as upstream: a scheduled group is not taken back to False
     elif failure is not None:
@@ -228,7 +231,15 @@ class PodGroupStatusTracker:
                     if failure is not None:
                         break
         placed = placed_members(lister, self.handle.waiting_pods, key)
-        return compute_native_status(pg, placed, failure, self.handle.clock.now())
+        where = ""
+        if placed >= pg.min_member and has_topology(pg):
+            nodes = [
+                q.node_name
+                for p in lister.pods_in_group(key)
+                if (q := lister.pod(p.key)) is not None and q.node_name
+            ]
+            where = group_placement(self.handle.snapshot(), pg, nodes) or ""
+        return compute_native_status(pg, placed, failure, self.handle.clock.now(), where)
 
     async def _patch(self, key: GroupKey, status: dict[str, Any]) -> None:
         try:
