@@ -1412,6 +1412,9 @@ NUMERIC_FIELDS: Final = [
     ("seed", lambda v: _at("troupe.seed", v)),
     ("metricsPort", lambda v: _at("troupe.metricsPort", v)),
     ("statusCoalesceSeconds", lambda v: _coscheduling("statusCoalesceSeconds", v)),
+    ("topologyDomainsPerCycle", lambda v: _coscheduling("topologyDomainsPerCycle", v)),
+    ("placementPodsCountWeight", lambda v: _coscheduling("placementPodsCountWeight", v)),
+    ("placementAllocationWeight", lambda v: _coscheduling("placementAllocationWeight", v)),
 ]
 BAD_NUMBERS: Final = [
     pytest.param(10**400, id="400-digits"),

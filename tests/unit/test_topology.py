@@ -360,3 +360,38 @@ def test_the_domain_is_said_in_the_output_the_status_and_an_event() -> None:
     assert next(line for line in table.splitlines() if line.startswith("default/plain ")).endswith(
         "-"
     )
+
+
+def test_the_domains_tried_per_cycle_are_bounded_by_the_profile() -> None:
+    # r1 holds the gang's cpu in sum (3 nodes of 2) but no node takes a 3-cpu
+    # member; r2 (2 nodes of 4) does. r1 is the tighter, so it is tried first.
+    from troupe.config import parse_config
+
+    def objs() -> list[dict[str, Any]]:
+        nodes = [node(f"a{i}", "r1", cpu=2) for i in range(3)]
+        nodes += [node(f"b{i}", "r2", cpu=4) for i in range(2)]
+        return [*nodes, group("job", 2, required=RACK), *members("job", 2, cpu=3)]
+
+    out = run(objs())
+    assert {out["pods"][f"default/job-{i}"]["node"] for i in range(2)} == {"b0", "b1"}
+    one = parse_config(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [
+                {
+                    "schedulerName": "troupe-scheduler",
+                    "pluginConfig": [
+                        {"name": "Coscheduling", "args": {"topologyDomainsPerCycle": 1}}
+                    ],
+                }
+            ],
+        },
+        IN_TREE,
+    )
+    out = simulate(objs(), one).to_json_obj()
+    reason = out["pods"]["default/job-0"]["reason"]
+    assert out["pods"]["default/job-0"]["node"] is None
+    assert reason.startswith(
+        f'PodGroup "default/job": no {RACK} has room for minMember 2: best '
+    ), reason
