@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "benchmarks.md"
 BENCHMARKS = (
     ("Scheduling throughput (scheduler_perf-like workloads)", "bench.bench"),
+    ("Topology-aware gangs: 5000 nodes in racks", "bench.topology"),
     ("End to end: `troupe run` against the embedded API server", "bench.e2e"),
     ("`troupe simulate` on a kubectl-like dump", "bench.simulate_bench"),
 )

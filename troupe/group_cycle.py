@@ -14,6 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from troupe.api.types import (
+    CPU,
+    MEMORY,
     PREEMPT_NEVER,
     GroupKey,
     NodeName,
@@ -34,16 +36,15 @@ from troupe.schedule_one import PodCycle
 from troupe.snapshot import NO_VALUE, pod_charge
 from troupe.topology import (
     DEFAULT_DOMAINS_PER_CYCLE,
+    Demand,
     Domain,
+    DomainSet,
     PlacementWeights,
     TopologyError,
     TopologySpec,
-    allocation_score,
     coarser_or_equal,
-    domains,
     label_missing,
-    ordered,
-    placement_score,
+    rank,
     topology_of,
 )
 
@@ -51,14 +52,6 @@ log = logging.getLogger(__name__)
 
 IntpArray = npt.NDArray[np.intp]
 _NO_ROWS: IntpArray = np.empty(0, dtype=np.intp)
-
-
-def _demand(members: list[QueuedPodInfo], n: int) -> tuple[int, int]:
-    """The cpu and memory the `n` smallest members request together."""
-    if n <= 0:
-        return 0, 0
-    reqs = sorted((q.pod.requests.get("cpu", 0), q.pod.requests.get("memory", 0)) for q in members)
-    return sum(c for c, _ in reqs[:n]), sum(m for _, m in reqs[:n])
 
 
 @dataclass(slots=True)
@@ -70,8 +63,6 @@ class Trial:
     placements: list[tuple[QueuedPodInfo, CycleState, NodeName]] = field(default_factory=list)
     failures: list[tuple[QueuedPodInfo, FitError | Status]] = field(default_factory=list)
     seconds: dict[PodKey, float] = field(default_factory=dict)
-    # How full the nodes measured were with the placements charged (topology).
-    allocation: float = 0.0
 
 
 @dataclass(slots=True)
@@ -218,34 +209,42 @@ class GroupCycle:
         """A gang with a topology request: placed whole in one domain of the
         narrowest preferred level where it fits, else (at least minMember) in one
         domain of the required level, else anywhere when nothing is required.
-        When no required domain fits, preemption clears one domain."""
+        Domains are ranked by their predicted placement score and placed in, in
+        that order, until one holds the gang (at most `topologyDomainsPerCycle`
+        of them). When no required domain fits, preemption clears one domain."""
         ctx = self.ctx
         snap = ctx.snapshot
         ctx.counters.group_attempts += 1
         problem = self._check(spec)
-        base: list[Domain] = []
+        required: DomainSet | None = None
+        allowed: set[int] | None = None
         if problem is None and spec.required:
-            base, problem = self._required_domains(group, spec)
+            required, allowed, problem = self._required_domains(group, spec)
         if problem is not None:
             self._unschedulable(profile, group, members, f'PodGroup "{group}": {problem}', Trial())
             return
         limit, weights = self._topology_args(profile)
         min_member = pg.min_member
-        whole = _demand(members, len(members))
-        need = _demand(members, max(0, min_member - placed_before))
+        demand = Demand(
+            tuple(
+                sorted((q.pod.requests.get(CPU, 0), q.pod.requests.get(MEMORY, 0)) for q in members)
+            )
+        )
         # Preferred levels, narrowest first: the whole gang in one domain.
         for level in spec.preferred:
-            candidates: list[Domain] = []
-            bases: list[Domain | None] = list(base) if base else [None]
-            for b in bases:
-                rows = snap.valid_rows() if b is None else b.rows
-                candidates.extend(domains(snap, (level,), rows))
-            tried, _ = ordered(snap, candidates, whole)
-            best = self._best(profile, members, tried[:limit], weights, len(members))
-            if best is not None:
-                self._admit_in(profile, group, pg, members, best, level, t0)
+            if required is None:
+                rows = snap.valid_rows()
+            else:
+                parts = [required.domain(i).rows for i in sorted(allowed or range(len(required)))]
+                rows = np.sort(np.concatenate(parts)) if parts else _NO_ROWS
+            ds = DomainSet.build(snap, (level,), rows)
+            good, _ = rank(snap, ds, demand, len(members), weights)
+            found = self._first_fit(profile, members, ds, good[:limit], len(members))
+            if found is not None:
+                self._admit_in(profile, group, pg, members, found, level, t0)
                 return
-        if not spec.required:
+        self._partial = None
+        if required is None:
             trial = self._place(profile, members, None)
             if placed_before + len(trial.placements) >= min_member:
                 ctx.metrics.topology_placed.labels("any").inc()
@@ -262,29 +261,31 @@ class GroupCycle:
             self._unschedulable(profile, group, members, message, trial)
             return
         level = ",".join(spec.required)
-        tried, dropped = ordered(snap, base, need)
-        tried = tried[:limit]
-        need_now = min_member - placed_before
-        best = self._best(profile, members, tried, weights, need_now)
-        if best is not None:
-            self._admit_in(profile, group, pg, members, best, level, t0)
+        need = min_member - placed_before
+        good, short = rank(snap, required, demand, need, weights)
+        if allowed is not None:
+            good = [i for i in good if i in allowed]
+            short = [i for i in short if i in allowed]
+        found = self._first_fit(profile, members, required, good[:limit], need)
+        if found is not None:
+            self._admit_in(profile, group, pg, members, found, level, t0)
             return
-        partial = self._partial
-        self._partial = None
-        if partial is None and dropped:
-            # Every domain lacks the room in sum: place in the roomiest anyway,
-            # to say how far from the quorum the gang is.
-            self._best(profile, members, dropped[:1], weights, need_now)
+        partial, self._partial = self._partial, None
+        if partial is None and short:
+            # No domain has the room: place in the roomiest anyway, to say how
+            # far from the quorum the gang is.
+            self._first_fit(profile, members, required, short[:1], need)
             partial, self._partial = self._partial, None
         # Preemption that clears one domain: the one whose victims are fewest and
         # of the lowest priority.
         plans: list[tuple[tuple[int, int, int], int, Domain, PreemptionPlan]] = []
-        for i, d in enumerate(tried or ordered(snap, base, (0, 0))[0][:limit]):
+        for n, i in enumerate((good + short)[:limit]):
+            d = required.domain(i)
             plan = self._plan_preemption(
                 profile, group, members, min_member, placed_before, d.subset()
             )
             if plan is not None:
-                plans.append((plan.cost(), i, d, plan))
+                plans.append((plan.cost(), n, d, plan))
         if plans:
             _, _, d, plan = min(plans, key=lambda t: (t[0], t[1]))
             if self._preempt(profile, group, plan):
@@ -305,32 +306,31 @@ class GroupCycle:
 
     _partial: tuple[Trial, Domain] | None = None
 
-    def _best(
+    def _first_fit(
         self,
         profile: Profile,
         members: list[QueuedPodInfo],
-        candidates: list[Domain],
-        weights: PlacementWeights,
+        ds: DomainSet,
+        order: list[int],
         need: int,
     ) -> tuple[Trial, Domain] | None:
-        """Place the gang in each candidate domain; of those where at least `need`
-        members fit, the best scored. The trial that placed most where none did
-        is kept in `_partial` for the message."""
+        """Place the gang in the domains in `order` until at least `need` members
+        fit in one. The trial that placed most where none did is kept in
+        `_partial` for the message."""
         ctx = self.ctx
-        best: tuple[float, int, Trial, Domain] | None = None
-        partial: tuple[Trial, Domain] | None = None
-        for i, d in enumerate(candidates):
-            trial = self._place(profile, members, d.subset(), d.rows)
+        partial = self._partial
+        for i in order:
+            d = ds.domain(i)
+            trial = self._place(profile, members, d.subset())
             ctx.metrics.topology_placements.inc()
             n = len(trial.placements)
             if n >= need and n > 0:
-                score = placement_score(n, len(members), trial.allocation, weights)
-                if best is None or score > best[0]:
-                    best = (score, i, trial, d)
-            elif partial is None or n > len(partial[0].placements):
+                self._partial = None
+                return trial, d
+            if partial is None or n > len(partial[0].placements):
                 partial = (trial, d)
         self._partial = partial
-        return None if best is None else (best[2], best[3])
+        return None
 
     def _admit_in(
         self,
@@ -367,19 +367,20 @@ class GroupCycle:
 
     def _required_domains(
         self, group: GroupKey, spec: TopologySpec
-    ) -> tuple[list[Domain], str | None]:
-        """The required level's domains; only the one the group runs in already
-        when members are placed (a member created later joins them there or waits)."""
+    ) -> tuple[DomainSet, set[int] | None, str | None]:
+        """The required level's domains and, when members are placed already,
+        the one the group runs in (a member created later joins them there or
+        waits)."""
         snap = self.ctx.snapshot
-        base = domains(snap, spec.required, snap.valid_rows())
+        ds = DomainSet.build(snap, spec.required, snap.valid_rows())
         running = self.running_domain(group, spec.required)
         if running is None:
-            return base, None
-        keep = [d for d in base if d.values == running]
+            return ds, None, None
+        keep = {i for i, v in enumerate(ds.values) if v == running}
         if not keep:
             where = ",".join(f"{k}={v}" for k, v in zip(spec.required, running, strict=True))
-            return [], f"the group runs in {where}, where no node is left"
-        return keep, None
+            return ds, keep, f"the group runs in {where}, where no node is left"
+        return ds, keep, None
 
     def running_domain(self, group: GroupKey, keys: tuple[str, ...]) -> tuple[str, ...] | None:
         """The values of `keys` on the nodes of the group's placed members (bound
@@ -421,13 +422,12 @@ class GroupCycle:
         snap = self.ctx.snapshot
         running = self.running_domain(group, spec.required)
         level = ",".join(spec.required)
-        candidates = domains(snap, spec.required, snap.valid_rows())
+        ds = DomainSet.build(snap, spec.required, snap.valid_rows())
         if running is None:
-            rows = np.concatenate([d.rows for d in candidates]) if candidates else _NO_ROWS
-            return NodeSubset(np.sort(rows), f"node(s) without the label(s) {level}")
-        for d in candidates:
-            if d.values == running:
-                return d.subset()
+            return NodeSubset(np.sort(ds.rows), f"node(s) without the label(s) {level}")
+        for i, v in enumerate(ds.values):
+            if v == running:
+                return ds.domain(i).subset()
         return NodeSubset(_NO_ROWS, f"node(s) outside {level} the group runs in")
 
     def _topology_args(self, profile: Profile) -> tuple[int, PlacementWeights]:
@@ -451,7 +451,6 @@ class GroupCycle:
         profile: Profile,
         members: list[QueuedPodInfo],
         within: NodeSubset | None,
-        measure: IntpArray | None = None,
     ) -> Trial:
         """Search every member in turn on the snapshot (`within` those nodes),
         each placement charged before the next member is searched; nothing stays
@@ -473,8 +472,6 @@ class GroupCycle:
                     trial.placements.append((qpi, state, result.node))
                 else:
                     trial.failures.append((qpi, result))
-            if measure is not None:
-                trial.allocation = allocation_score(snap, measure)
         return trial
 
     def _admit(

@@ -178,7 +178,10 @@ class PodCycle:
             rows = all_rows
         if within is not None:
             # A gang's domain: the nodes outside it are not candidates.
-            kept = rows[np.isin(rows, within.rows, assume_unique=True)]
+            if rows is all_rows:
+                kept = within.rows  # valid rows already, sorted
+            else:
+                kept = rows[np.isin(rows, within.rows, assume_unique=True)]
             outside = len(rows) - len(kept)
             rows = kept
             if outside:

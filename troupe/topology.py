@@ -31,7 +31,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from troupe.api.types import CPU, MEMORY, PodGroup
+from troupe.api.types import CPU, MEMORY, PODS, PodGroup
 from troupe.framework.fit import NodeSubset
 from troupe.snapshot import NO_VALUE, NodeTable
 
@@ -174,27 +174,69 @@ def topology_of(pg: PodGroup) -> TopologySpec:
 def domains(nodes: NodeTable, keys: Sequence[str], rows: IntpArray) -> list[Domain]:
     """The domains of `keys` among `rows`: nodes grouped by their values of every
     key; nodes without one of the keys are in none. Ordered by the values."""
-    if len(rows) == 0:
-        return []
-    cols = [nodes.label_column(k)[rows] for k in keys]
-    has = np.ones(len(rows), dtype=bool)
-    for c in cols:
-        has &= c != NO_VALUE
-    rows = rows[has]
-    if len(rows) == 0:
-        return []
-    ids = np.stack([c[has] for c in cols], axis=1)
-    uniq, inverse = np.unique(ids, axis=0, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
-    out = []
-    for i, combo in enumerate(uniq.tolist()):
-        members = np.sort(rows[order[bounds[i] : bounds[i + 1]]])
-        values = tuple(nodes.label_values[k][v] for k, v in zip(keys, combo, strict=True))
-        out.append(Domain(tuple(keys), values, members))
-    out.sort(key=lambda d: d.values)
-    return out
+    return DomainSet.build(nodes, keys, rows).all()
+
+
+class DomainSet:
+    """The domains of some keys among some rows, kept as arrays: each row's
+    domain index, so that per-domain sums are one `np.bincount`."""
+
+    __slots__ = ("_bounds", "_order", "index", "keys", "rows", "values")
+
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        rows: IntpArray,
+        index: IntpArray,
+        values: list[tuple[str, ...]],
+    ) -> None:
+        self.keys = keys
+        self.rows = rows  # the rows that have every key
+        self.index = index  # per row of `rows`: its domain
+        self.values = values  # per domain: its values of `keys`
+        self._order = np.argsort(index, kind="stable")
+        self._bounds = np.searchsorted(index[self._order], np.arange(len(values) + 1))
+
+    @staticmethod
+    def build(nodes: NodeTable, keys: Sequence[str], rows: IntpArray) -> DomainSet:
+        keys = tuple(keys)
+        code = np.zeros(len(rows), dtype=np.int64)
+        has = np.ones(len(rows), dtype=bool)
+        for k in keys:
+            col = nodes.label_column(k)[rows].astype(np.int64)
+            has &= col != NO_VALUE
+            code = code * (len(nodes.label_values.get(k, ())) + 1) + (col + 1)
+        rows, code = rows[has], code[has]
+        uniq, inverse = np.unique(code, return_inverse=True)
+        inverse = np.asarray(inverse, dtype=np.intp).reshape(-1)
+        values: list[tuple[str, ...]] = []
+        first = np.zeros(len(uniq), dtype=np.intp)
+        first[inverse[::-1]] = np.arange(len(inverse) - 1, -1, -1)  # a row of each domain
+        for row in rows[first].tolist():
+            values.append(
+                tuple(nodes.label_values[k][int(nodes.label_column(k)[row])] for k in keys)
+            )
+        # Domains ordered by their values, as people read them.
+        by_value = sorted(range(len(values)), key=values.__getitem__)
+        remap = np.empty(len(values), dtype=np.intp)
+        remap[by_value] = np.arange(len(values))
+        return DomainSet(keys, rows, remap[inverse], [values[i] for i in by_value])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def domain(self, i: int) -> Domain:
+        members = np.sort(self.rows[self._order[self._bounds[i] : self._bounds[i + 1]]])
+        return Domain(self.keys, self.values[i], members)
+
+    def all(self) -> list[Domain]:
+        return [self.domain(i) for i in range(len(self))]
+
+    def sums(self, per_row: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """Per domain, the sum of a per-row quantity (indexed by snapshot row)."""
+        weights = per_row[self.rows].astype(np.float64)
+        out = np.bincount(self.index, weights=weights, minlength=len(self))
+        return out.astype(np.float64, copy=False)
 
 
 def label_missing(nodes: NodeTable, key: str) -> bool:
@@ -217,57 +259,72 @@ def coarser_or_equal(nodes: NodeTable, wide: str, narrow: str) -> bool:
     return len(np.unique(pairs[:, 0])) == len(pairs)
 
 
-def free(nodes: NodeTable, rows: IntpArray) -> tuple[int, int, int, int]:
-    """(free cpu, free memory, allocatable cpu, allocatable memory) over `rows`."""
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What a gang's members request, for ranking domains before placing in them:
+    each member's (cpu, memory), smallest first."""
+
+    requests: tuple[tuple[int, int], ...]
+
+    def total(self, n: int) -> tuple[int, int]:
+        part = self.requests[: max(0, n)]
+        return sum(c for c, _ in part), sum(m for _, m in part)
+
+
+def slots(nodes: NodeTable, demand: Demand) -> npt.NDArray[np.int64]:
+    """Per snapshot row, how many of the gang's smallest member fit by cpu, memory
+    and pod count: summed over a domain, an upper bound of the members it holds
+    (exact for a gang of equal members, as training gangs are)."""
+    cpu, mem, pods = nodes.col[CPU], nodes.col[MEMORY], nodes.col[PODS]
+    free = nodes.allocatable[:, [cpu, mem, pods]] - nodes.requested[:, [cpu, mem, pods]]
+    free = np.maximum(free, 0)
+    c, m = demand.requests[0] if demand.requests else (0, 0)
+    big = np.int64(1 << 40)
+    out = free[:, 2].copy()
+    if c > 0:
+        out = np.minimum(out, free[:, 0] // c)
+    if m > 0:
+        out = np.minimum(out, free[:, 1] // m)
+    limited: npt.NDArray[np.int64] = np.minimum(out, big)
+    return limited
+
+
+def rank(
+    nodes: NodeTable,
+    ds: DomainSet,
+    demand: Demand,
+    need: int,
+    weights: PlacementWeights,
+) -> tuple[list[int], list[int]]:
+    """The domains that could hold `need` members, best predicted placement
+    first, and the others, roomiest first. The prediction is kube-scheduler's
+    placement score computed on the domain's sums before placing anything:
+    members that fit (PodGroupPodsCount) and how full the domain's nodes would
+    be with them (NodeResourcesFit's allocation), weighted."""
+    n = len(ds)
+    if n == 0:
+        return [], []
+    members = len(demand.requests)
+    fit = ds.sums(slots(nodes, demand))
     cpu, mem = nodes.col[CPU], nodes.col[MEMORY]
-    alloc = nodes.allocatable[rows]
-    used = nodes.requested[rows]
-    fc = int(np.maximum(alloc[:, cpu] - used[:, cpu], 0).sum())
-    fm = int(np.maximum(alloc[:, mem] - used[:, mem], 0).sum())
-    return fc, fm, int(alloc[:, cpu].sum()), int(alloc[:, mem].sum())
-
-
-def ordered(
-    nodes: NodeTable, candidates: Sequence[Domain], demand: tuple[int, int]
-) -> tuple[list[Domain], list[Domain]]:
-    """The candidates that could hold `demand` (cpu, memory) in sum, tightest
-    first (least free capacity left after it, so gangs fill domains), and those
-    that cannot, the roomiest first."""
-    keep: list[tuple[float, str, Domain]] = []
-    short: list[tuple[float, str, Domain]] = []
-    for d in candidates:
-        fc, fm, ac, am = free(nodes, d.rows)
-        left = (fc - demand[0]) / ac if ac else 0.0
-        left += (fm - demand[1]) / am if am else 0.0
-        if fc < demand[0] or fm < demand[1]:
-            short.append((-left, d.name, d))
-        else:
-            keep.append((left, d.name, d))
-    keep.sort(key=lambda t: (t[0], t[1]))
-    short.sort(key=lambda t: (t[0], t[1]))
-    return [d for _, _, d in keep], [d for _, _, d in short]
-
-
-def allocation_score(nodes: NodeTable, rows: IntpArray) -> float:
-    """NodeResourcesFit's placement score: how full the domain's nodes are, 0-100
-    (cpu and memory averaged), measured with the placement charged."""
-    cpu, mem = nodes.col[CPU], nodes.col[MEMORY]
-    alloc = nodes.allocatable[rows]
-    used = nodes.requested[rows]
-    parts = []
-    for c in (cpu, mem):
-        total = int(alloc[:, c].sum())
-        if total > 0:
-            parts.append(min(1.0, int(used[:, c].sum()) / total))
-    return 100.0 * sum(parts) / len(parts) if parts else 0.0
-
-
-def placement_score(
-    placed: int, members: int, allocation: float, weights: PlacementWeights
-) -> float:
-    """PodGroupPodsCount (members placed, 0-100) and NodeResourcesFit (allocation)."""
-    pods = 100.0 * placed / members if members else 0.0
-    return weights.pods_count * pods + weights.allocation * allocation
+    alloc_c = ds.sums(nodes.allocatable[:, cpu])
+    alloc_m = ds.sums(nodes.allocatable[:, mem])
+    used_c = ds.sums(nodes.requested[:, cpu])
+    used_m = ds.sums(nodes.requested[:, mem])
+    placed = np.minimum(fit, members)
+    add_c = np.array([demand.total(int(k))[0] for k in placed.tolist()], dtype=np.float64)
+    add_m = np.array([demand.total(int(k))[1] for k in placed.tolist()], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        full_c = np.where(alloc_c > 0, np.minimum(1.0, (used_c + add_c) / alloc_c), 0.0)
+        full_m = np.where(alloc_m > 0, np.minimum(1.0, (used_m + add_m) / alloc_m), 0.0)
+    allocation = 50.0 * (full_c + full_m)
+    pods = 100.0 * placed / members if members else np.zeros(n)
+    score = weights.pods_count * pods + weights.allocation * allocation
+    ok = fit >= max(need, 1)
+    names = [",".join(v) for v in ds.values]
+    good = sorted(np.flatnonzero(ok).tolist(), key=lambda i: (-score[i], names[i]))
+    short = sorted(np.flatnonzero(~ok).tolist(), key=lambda i: (-fit[i], names[i]))
+    return good, short
 
 
 def placement_of(nodes: NodeTable, spec: TopologySpec, node_names: Sequence[str]) -> str | None:

@@ -363,17 +363,23 @@ def test_the_domain_is_said_in_the_output_the_status_and_an_event() -> None:
 
 
 def test_the_domains_tried_per_cycle_are_bounded_by_the_profile() -> None:
-    # r1 holds the gang's cpu in sum (3 nodes of 2) but no node takes a 3-cpu
-    # member; r2 (2 nodes of 4) does. r1 is the tighter, so it is tried first.
+    # r1 (two nodes) would be the fuller rack with the gang in it, so it ranks
+    # first, but its nodes are tainted; r2 (three nodes) holds the gang.
     from troupe.config import parse_config
 
     def objs() -> list[dict[str, Any]]:
-        nodes = [node(f"a{i}", "r1", cpu=2) for i in range(3)]
-        nodes += [node(f"b{i}", "r2", cpu=4) for i in range(2)]
-        return [*nodes, group("job", 2, required=RACK), *members("job", 2, cpu=3)]
+        nodes = []
+        for i in range(2):
+            n = node(f"a{i}", "r1")
+            n["spec"]["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]
+            nodes.append(n)
+        nodes += [node(f"b{i}", "r2") for i in range(3)]
+        return [*nodes, group("job", 2, required=RACK), *members("job", 2, cpu=2)]
 
     out = run(objs())
-    assert {out["pods"][f"default/job-{i}"]["node"] for i in range(2)} == {"b0", "b1"}
+    assert {"r2"} == racks_of(
+        out, {"a0": "r1", "a1": "r1", "b0": "r2", "b1": "r2", "b2": "r2"}, "default/job-"
+    )
     one = parse_config(
         {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
