@@ -76,6 +76,8 @@ from troupe.api.types import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    DISRUPTION_ALL,
+    DISRUPTION_SINGLE,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -84,6 +86,7 @@ from troupe.api.types import (
     NATIVE_POD_GROUP_API,
     NATIVE_POD_GROUP_VERSIONS,
     PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
     WORKLOAD_KINDS,
     ContainerImage,
     HostPort,
@@ -620,6 +623,45 @@ def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
     )
 
 
+# ---- native PodGroups' preemption fields ---------------------------------------------
+
+
+def _disruption_mode(spec: Mapping[str, Any], version: str) -> str:
+    """v1alpha2: the string "Pod" (default) or "PodGroup"; v1beta1: an object
+    with exactly one of `single: {}` (default) and `all: {}`."""
+    if version == "v1alpha2":
+        v = get_str(spec, "disruptionMode", "spec.")
+        if v not in ("", "Pod", "PodGroup"):
+            raise unsupported("spec.disruptionMode", v, ["Pod", "PodGroup"])
+        return DISRUPTION_ALL if v == "PodGroup" else DISRUPTION_SINGLE
+    if spec.get("disruptionMode") is None:
+        return DISRUPTION_SINGLE
+    dm = get_map(spec, "disruptionMode", "spec.")
+    single, whole = dm.get("single"), dm.get("all")
+    if (single is None) == (whole is None):
+        raise ParseError("spec.disruptionMode", "exactly one of single or all must be set")
+    get_map(dm, "all" if whole is not None else "single", "spec.disruptionMode.")
+    return DISRUPTION_ALL if whole is not None else DISRUPTION_SINGLE
+
+
+def _group_priority(spec: Mapping[str, Any]) -> tuple[int | None, str]:
+    prio = get_int(spec, "priority", "spec.")
+    if prio is not None and not INT32_MIN <= prio <= INT32_MAX:
+        raise invalid("spec.priority", describe_int(prio), "must be a 32-bit integer")
+    return prio, get_str(spec, "priorityClassName", "spec.")
+
+
+def _group_preemption_policy(spec: Mapping[str, Any], version: str) -> str:
+    """v1beta1's spec.preemptionPolicy ("" when unset); v1alpha2 has none (the
+    API server drops it, so do we)."""
+    if version != "v1beta1":
+        return ""
+    v = get_str(spec, "preemptionPolicy", "spec.")
+    if v not in ("", PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER):
+        raise unsupported("spec.preemptionPolicy", v, [PREEMPT_NEVER, PREEMPT_LOWER_PRIORITY])
+    return v
+
+
 def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
     """Kubernetes' PodGroup (scheduling.k8s.io v1alpha2 / v1beta1): exactly one of
     spec.schedulingPolicy.basic and .gang; gang.minCount >= 1 (required)."""
@@ -656,6 +698,7 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         else None
     )
     generation = get_int(md, "generation", "metadata.") or 0
+    priority, priority_class_name = _group_priority(spec)
     return PodGroup(
         namespace=ns,
         name=name,
@@ -672,6 +715,10 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         gang=gang is not None,
         generation=generation,
         template_ref=template_ref,
+        priority=priority,
+        priority_class_name=priority_class_name,
+        disruption_mode=_disruption_mode(spec, version),
+        preemption_policy=_group_preemption_policy(spec, version),
     )
 
 

@@ -400,6 +400,13 @@ class Node:
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
 
 
+# How a running group may be disrupted by preemption: one member at a time
+# ("Single": v1alpha2 "Pod", v1beta1 `single: {}`, and every scheduler-plugins
+# group) or only whole ("All": v1alpha2 "PodGroup", v1beta1 `all: {}`).
+DISRUPTION_SINGLE: Final = "Single"
+DISRUPTION_ALL: Final = "All"
+
+
 @dataclass(frozen=True, slots=True)
 class PodGroup:
     """A group of pods, from either API: scheduler-plugins' PodGroup CRD
@@ -424,6 +431,14 @@ class PodGroup:
     # spec.podGroupTemplateRef.workload of a native group created from a
     # Workload: (workloadName, podGroupTemplateName), or None.
     template_ref: tuple[str, str] | None = None
+    # Native parity (scheduling.k8s.io only; preemption reads them): spec.priority
+    # (None when unset), spec.priorityClassName, the disruption mode
+    # (DISRUPTION_SINGLE or DISRUPTION_ALL) and v1beta1's spec.preemptionPolicy
+    # ("" when unset: the pods' own policies apply).
+    priority: int | None = None
+    priority_class_name: str = ""
+    disruption_mode: str = DISRUPTION_SINGLE
+    preemption_policy: str = ""
 
     @property
     def native(self) -> bool:
@@ -432,6 +447,15 @@ class PodGroup:
     @property
     def key(self) -> GroupKey:
         return pod_group_key(self.namespace, self.name, self.native)
+
+    def resolved_priority(self, classes: Mapping[str, PriorityClass]) -> int | None:
+        """The group's priority as the Priority admission controller resolves it:
+        spec.priority, else the named PriorityClass's value; None when the group
+        sets neither (or names an unknown class): its pods' priorities apply."""
+        if self.priority is not None:
+            return self.priority
+        pc = classes.get(self.priority_class_name) if self.priority_class_name else None
+        return pc.value if pc is not None else None
 
 
 @dataclass(frozen=True, slots=True)
