@@ -31,9 +31,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from troupe.api.types import CPU, MEMORY, PODS, PodGroup
+from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod, PodGroup
 from troupe.framework.fit import NodeSubset
-from troupe.snapshot import NO_VALUE, NodeTable
+from troupe.snapshot import NO_VALUE, IsolatedCPU, NodeTable, pod_charge
 
 IntpArray = npt.NDArray[np.intp]
 
@@ -359,3 +359,84 @@ def has_topology(pg: PodGroup) -> bool:
         return not topology_of(pg).empty
     except TopologyError:
         return True
+
+
+# ---- kube-scheduler's placement scores, exact ---------------------------------------
+#
+# What kube-scheduler computes for one feasible placement (its NodeResourcesFit
+# placement score and PodGroupPodsCount's normalization), in its integer
+# arithmetic, for comparing placements once they are made (`rank` predicts
+# before placing).
+
+MAX_PLACEMENT_SCORE: Final = 100
+DEFAULT_SCORED_RESOURCES: Final = ((CPU, 1), (MEMORY, 1))
+
+
+def _is_scalar(name: str) -> bool:
+    """schedutil.IsScalarResourceName: extended, hugepages-*, attachable-volumes-*
+    or kubernetes.io/-prefixed (a copy: plugins keep their own)."""
+    extended = "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+    return (
+        extended
+        or name.startswith(("hugepages-", "attachable-volumes-"))
+        or "kubernetes.io/" in name
+    )
+
+
+def allocation_score(
+    nodes: NodeTable,
+    rows: IntpArray,
+    pods: Sequence[Pod],
+    resources: Sequence[tuple[str, int]] = DEFAULT_SCORED_RESOURCES,
+    isolated: IsolatedCPU | None = None,
+    charged: bool = False,
+) -> int:
+    """NodeResourcesFit's placement score: MostAllocated over the sums of the
+    placement's nodes (`rows`), with the group's `pods` added (already in the
+    table when `charged`), each of `resources` (NodeResourcesFit's
+    scoringStrategy.resources: name, weight) weighted as there. As kube-scheduler
+    per node: cpu and memory count non-zero requests (100m / 200Mi for a
+    container that states none), a scalar resource no pod of the group requests
+    is left out, and so is a resource the placement has none of. An isolated
+    pod's cpu is charged to the isolated resource, not to cpu."""
+    iso = isolated if isolated is not None else IsolatedCPU()
+    add: dict[str, int] = {}
+    for p in pods:
+        if not iso.applies(p):
+            add[CPU] = add.get(CPU, 0) + p.nonzero_cpu
+        add[MEMORY] = add.get(MEMORY, 0) + p.nonzero_memory
+        for name, amount in pod_charge(p, iso).resources.items():
+            if name not in (CPU, MEMORY):
+                add[name] = add.get(name, 0) + amount
+    total = wsum = 0
+    for name, weight in resources:
+        col = nodes.col.get(name)
+        if col is None:
+            continue
+        if name in (CPU, MEMORY):
+            used = _exact_sum(nodes.nonzero_requested[rows, 0 if name == CPU else 1])
+        elif name == EPHEMERAL_STORAGE or (_is_scalar(name) and add.get(name, 0) > 0):
+            used = _exact_sum(nodes.requested[rows, col])
+        else:
+            continue
+        capacity = _exact_sum(nodes.allocatable[rows, col])
+        if capacity <= 0:
+            continue
+        requested = used + (0 if charged else add.get(name, 0))
+        total += min(requested, capacity) * MAX_PLACEMENT_SCORE // capacity * weight
+        wsum += weight
+    return total // wsum if wsum else 0
+
+
+def _exact_sum(a: npt.NDArray[np.int64]) -> int:
+    return int(a.astype(object).sum()) if len(a) else 0
+
+
+def pods_count_scores(counts: Sequence[int]) -> list[int]:
+    """PodGroupPodsCount's normalized scores: each placement's count (members it
+    places plus those already scheduled) times 100 over the highest count,
+    truncated. No placement with a pod is a bug (kube-scheduler: an error)."""
+    top = max(counts, default=0)
+    if top <= 0:
+        raise ValueError("no pods from the pod group are assigned to any of the placements")
+    return [c * MAX_PLACEMENT_SCORE // top for c in counts]
