@@ -24,6 +24,7 @@ domains instead of fragmenting them), and the best is taken.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -440,3 +441,53 @@ def pods_count_scores(counts: Sequence[int]) -> list[int]:
     if top <= 0:
         raise ValueError("no pods from the pod group are assigned to any of the placements")
     return [c * MAX_PLACEMENT_SCORE // top for c in counts]
+
+
+# ---- checks the group cycle may add ---------------------------------------------------
+
+
+def preferred_order_problem(nodes: NodeTable, spec: TopologySpec) -> str | None:
+    """Why the preferred levels are not written narrowest first: a level that
+    lies within the one listed before it (`block,rack` for racks within
+    blocks). Read that way, a gang would take a whole block before it tried a
+    rack; None when the order is right or the levels do not nest."""
+    for wide, narrow in itertools.pairwise(spec.preferred):
+        if coarser_or_equal(nodes, wide, narrow) and not coarser_or_equal(nodes, narrow, wide):
+            return (
+                f"{spec.where(wide)}: preferred levels go from the narrowest to the widest, "
+                f"but {narrow!r} lies within {wide!r}"
+            )
+    return None
+
+
+def members_domain(
+    nodes: NodeTable, keys: Sequence[str], node_names: Sequence[str]
+) -> tuple[str, ...] | None:
+    """The values of `keys` shared by the nodes of a group's placed members (None
+    when none is placed), as kube-scheduler's TopologyPlacement reads them:
+    TopologyError when a member's node is not in the snapshot, lacks one of the
+    labels, or when members run in more than one domain (someone else placed
+    them: the group cannot be kept in one domain, and says so)."""
+    found: tuple[str, ...] | None = None
+    first = ""
+    for name in node_names:
+        row = nodes.row_of.get(name)
+        if row is None or not nodes.valid[row]:
+            raise TopologyError(f"a member runs on node {name!r}, which is not in the snapshot")
+        ids = [int(nodes.label_column(k)[row]) for k in keys]
+        missing = [k for k, v in zip(keys, ids, strict=True) if v == NO_VALUE]
+        if missing:
+            raise TopologyError(
+                f"a member runs on node {name!r}, which has no label {missing[0]!r}"
+            )
+        values = tuple(nodes.label_values[k][v] for k, v in zip(keys, ids, strict=True))
+        if found is None:
+            found, first = values, name
+        elif values != found:
+            raise TopologyError(
+                f"members run in more than one domain: {first!r} in "
+                + ",".join(f"{k}={v}" for k, v in zip(keys, found, strict=True))
+                + f", {name!r} in "
+                + ",".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
+            )
+    return found

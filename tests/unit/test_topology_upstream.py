@@ -14,10 +14,14 @@ from tests.builders import make_node, make_pod, table_of
 from troupe.api.types import Node, Pod
 from troupe.snapshot import NodeTable
 from troupe.topology import (
+    TopologyError,
+    TopologySpec,
     allocation_score,
     domains,
     label_missing,
+    members_domain,
     pods_count_scores,
+    preferred_order_problem,
 )
 
 
@@ -226,3 +230,72 @@ def test_pods_count_normalizes_by_the_highest_count() -> None:
     assert pods_count_scores([3, 7]) == [42, 100]
     with pytest.raises(ValueError, match="no pods from the pod group"):
         pods_count_scores([0, 0])
+
+
+# ---- where a running group runs (TestGeneratePlacements' scheduled-pods cases) -----------------
+
+
+def scheduled_table() -> NodeTable:
+    return table_of(
+        [
+            node("node0", topology="d2"),
+            node("node1", topology="d1"),
+            node("node2", topology="d1"),
+            node("node3", topology="d1"),
+            node("node5", foo="bar"),
+        ]
+    )
+
+
+def test_upstream_with_pods_already_scheduled_in_a_single_domain() -> None:
+    """upstream: with pods already scheduled in a single domain, returns that domain"""
+    assert members_domain(scheduled_table(), ("topology",), ["node2", "node3"]) == ("d1",)
+    assert members_domain(scheduled_table(), ("topology",), []) is None
+
+
+@pytest.mark.parametrize(
+    ("placed", "problem"),
+    [
+        pytest.param(
+            ["node2", "node0"],
+            "members run in more than one domain: 'node2' in topology=d1, 'node0' in topology=d2",
+            id="upstream: with pods already scheduled in conflicting domains, returns error",
+        ),
+        pytest.param(
+            ["node2", "node4"],
+            "a member runs on node 'node4', which is not in the snapshot",
+            id="upstream: with already scheduled pod on node outside of snapshot, returns error",
+        ),
+        pytest.param(
+            ["node5"],
+            "a member runs on node 'node5', which has no label 'topology'",
+            id="upstream: with already scheduled pod on node without topology label, returns error",
+        ),
+    ],
+)
+def test_upstream_scheduled_pods_that_cannot_be_followed(placed: list[str], problem: str) -> None:
+    with pytest.raises(TopologyError) as e:
+        members_domain(scheduled_table(), ("topology",), placed)
+    assert str(e.value) == problem
+
+
+def test_preferred_levels_written_widest_first_are_a_problem() -> None:
+    t = table_of(
+        [
+            node(f"n{i}", **{"troupe.dev/rack": f"r{i // 2}", "troupe.dev/block": f"b{i // 4}"})
+            for i in range(8)
+        ]
+    )
+    right = TopologySpec(preferred=("troupe.dev/rack", "troupe.dev/block"))
+    wrong = TopologySpec(
+        preferred=("troupe.dev/block", "troupe.dev/rack"),
+        source={"troupe.dev/block": "metadata.annotations[troupe.dev/topology-preferred]"},
+    )
+    assert preferred_order_problem(t, right) is None
+    assert preferred_order_problem(t, wrong) == (
+        "metadata.annotations[troupe.dev/topology-preferred]: preferred levels go from the "
+        "narrowest to the widest, but 'troupe.dev/rack' lies within 'troupe.dev/block'"
+    )
+    # levels that do not nest say nothing about their order
+    loose = table_of([node("a", x="1", y="1"), node("b", x="1", y="2"), node("c", x="2", y="1")])
+    assert preferred_order_problem(loose, TopologySpec(preferred=("x", "y"))) is None
