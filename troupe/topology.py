@@ -20,6 +20,14 @@ search restricted to the domain; feasible placements are scored as
 kube-scheduler's placement scoring does (PodGroupPodsCount: members placed;
 NodeResourcesFit: the domain's allocation after the placement, so gangs fill
 domains instead of fragmenting them), and the best is taken.
+
+`allocation_score` and `pods_count_scores` are those two scores as
+kube-scheduler computes them once a placement is made (integer arithmetic,
+NodeResourcesFit's resource weights, non-zero cpu/memory requests, scalar
+resources only when the group asks for them); `rank` predicts them before
+placing. `members_domain` reads where a running group runs as kube-scheduler's
+TopologyPlacement does (an error when its members are split), and
+`preferred_order_problem` says when preferred levels are written widest first.
 """
 
 from __future__ import annotations
