@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
 from troupe.schedule_one import PodCycle
-from troupe.snapshot import NO_VALUE, pod_charge
+from troupe.snapshot import pod_charge
 from troupe.topology import (
     DEFAULT_DOMAINS_PER_CYCLE,
     Demand,
@@ -44,6 +44,8 @@ from troupe.topology import (
     TopologySpec,
     coarser_or_equal,
     label_missing,
+    members_domain,
+    preferred_order_problem,
     rank,
     topology_of,
 )
@@ -363,7 +365,7 @@ class GroupCycle:
                         f"{spec.where(p)}: preferred level {p!r} is not narrower than "
                         f"the required {r!r}"
                     )
-        return None
+        return preferred_order_problem(snap, spec)
 
     def _required_domains(
         self, group: GroupKey, spec: TopologySpec
@@ -373,7 +375,10 @@ class GroupCycle:
         waits)."""
         snap = self.ctx.snapshot
         ds = DomainSet.build(snap, spec.required, snap.valid_rows())
-        running = self.running_domain(group, spec.required)
+        try:
+            running = self.running_domain(group, spec.required)
+        except TopologyError as e:
+            return ds, set(), str(e)
         if running is None:
             return ds, None, None
         keep = {i for i, v in enumerate(ds.values) if v == running}
@@ -383,20 +388,17 @@ class GroupCycle:
         return ds, keep, None
 
     def running_domain(self, group: GroupKey, keys: tuple[str, ...]) -> tuple[str, ...] | None:
-        """The values of `keys` on the nodes of the group's placed members (bound
-        or assumed), those of the first such member; None when none is placed."""
+        """The values of `keys` shared by the nodes of the group's placed members
+        (bound or assumed); None when none is placed. TopologyError when they
+        run in more than one domain or on a node without the labels (placed by
+        someone else): the group cannot be kept in one domain, and says so."""
         ctx = self.ctx
-        snap = ctx.snapshot
+        nodes = []
         for p in sorted(ctx.cache.pods_in_group(group), key=lambda p: p.key):
             node = ctx.cache.pod_node(p.key)
-            row = snap.row_of.get(node) if node else None
-            if row is None or ctx.cache.pod(p.key) is None:
-                continue
-            ids = [int(snap.label_column(k)[row]) for k in keys]
-            if any(v == NO_VALUE for v in ids):
-                continue
-            return tuple(snap.label_values[k][v] for k, v in zip(keys, ids, strict=True))
-        return None
+            if node and ctx.cache.pod(p.key) is not None:
+                nodes.append(node)
+        return members_domain(ctx.snapshot, keys, nodes)
 
     def within(self, pod: Pod) -> NodeSubset | str | None:
         """For a pod of a group with required topology that is scheduled alone (a
@@ -420,7 +422,10 @@ class GroupCycle:
         if problem is not None:
             return f'PodGroup "{group}": {problem}'
         snap = self.ctx.snapshot
-        running = self.running_domain(group, spec.required)
+        try:
+            running = self.running_domain(group, spec.required)
+        except TopologyError as e:
+            return f'PodGroup "{group}": {e}'
         level = ",".join(spec.required)
         ds = DomainSet.build(snap, spec.required, snap.valid_rows())
         if running is None:
@@ -525,15 +530,23 @@ class GroupCycle:
         plugin = profile.group_preemption()
         if plugin is None:
             return None
-        if any(q.pod.preemption_policy == PREEMPT_NEVER for q in members):
+        pg = ctx.cache.pod_group(group)
+        if pg is not None and pg.preemption_policy:
+            if pg.preemption_policy == PREEMPT_NEVER:
+                return None  # the group's own policy (v1beta1) rules its members'
+        elif any(q.pod.preemption_policy == PREEMPT_NEVER for q in members):
             return None
         waiting = self.gang_victims.get(group, ())
         if any(ctx.cache.pod(k) is not None for k in waiting):
             return None
         ctx.metrics.preemption_attempts.inc()
         snap = ctx.snapshot
-        # The gang's priority (its lowest member's): no victim may reach it.
-        priority = min(q.pod.priority for q in members)
+        # The gang's priority: the PodGroup's (spec.priority or its class), else
+        # its lowest member's. No victim may reach it; members preempt with it.
+        group_priority = pg.resolved_priority(ctx.priority_classes) if pg is not None else None
+        priority = (
+            group_priority if group_priority is not None else min(q.pod.priority for q in members)
+        )
         plan = PreemptionPlan(plugin)
         with snap.overlay() as ov:
             for qpi in members:
@@ -547,8 +560,11 @@ class GroupCycle:
                 if isinstance(result, ScheduleResult):
                     node = result.node
                 elif isinstance(result, FitError):
+                    preemptor = qpi.pod
+                    if preemptor.priority != priority:
+                        preemptor = replace(preemptor, priority=priority)
                     found = profile.run_member_preemption(
-                        plugin, state, qpi.pod, priority, plan.victims(), within
+                        plugin, state, preemptor, priority, plan.victims(), within
                     )
                     if found is None or isinstance(found, Status):
                         return None

@@ -401,3 +401,151 @@ def test_the_domains_tried_per_cycle_are_bounded_by_the_profile() -> None:
     assert reason.startswith(
         f'PodGroup "default/job": no {RACK} has room for minMember 2: best '
     ), reason
+
+
+# ---- where a group already runs; the order of preferred levels -----------------------
+
+
+def test_a_group_already_split_across_racks_is_said_not_joined() -> None:
+    # Someone else placed two members in two racks: a late member cannot keep the
+    # group in one rack, and the reason says where the members run.
+    nodes = [node("a0", "r1"), node("b0", "r2")]
+    running = [
+        make_pod("job-0").group("job").req(cpu="1").node("a0").phase("Running").obj(),
+        make_pod("job-1").group("job").req(cpu="1").node("b0").phase("Running").obj(),
+    ]
+    late = make_pod("job-2").group("job").req(cpu="1").obj()
+    out = run([*nodes, group("job", 2, required=RACK), *running, late])
+    reason = out["pods"]["default/job-2"]["reason"]
+    assert out["pods"]["default/job-2"]["node"] is None
+    assert "members run in more than one domain" in reason, reason
+    assert f"{RACK}=r1" in reason and f"{RACK}=r2" in reason, reason
+
+
+def test_preferred_levels_written_widest_first_are_a_reason() -> None:
+    nodes = [node("n0", "r0", "b0"), node("n1", "r1", "b0")]
+    out = run([*nodes, group("job", 2, preferred=f"{BLOCK},{RACK}"), *members("job", 2)])
+    for i in range(2):
+        p = out["pods"][f"default/job-{i}"]
+        assert p["node"] is None
+        assert f"but '{RACK}' lies within '{BLOCK}'" in p["reason"], p["reason"]
+
+
+# ---- native PodGroup preemption fields (priority, preemptionPolicy, disruptionMode) ---
+
+
+def native_gang(name: str, min_count: int, version: str = "v1beta1", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"scheduling.k8s.io/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
+    }
+
+
+def native_member(
+    g: str, i: int, cpu: int, priority: int, node_name: str | None = None
+) -> dict[str, Any]:
+    b = make_pod(f"{g}-{i}").req(cpu=str(cpu)).priority(priority)
+    if node_name is not None:
+        b = b.node(node_name).phase("Running")
+    p = b.obj()
+    p["spec"]["schedulingGroup"] = {"podGroupName": g}
+    return p
+
+
+def two_full_nodes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    nodes = [node("n0", "r0", cpu=2), node("n1", "r0", cpu=2)]
+    running = [
+        make_pod(f"low{i}").req(cpu="2").priority(50).node(f"n{i}").phase("Running").obj()
+        for i in range(2)
+    ]
+    return nodes, running
+
+
+def test_the_pod_groups_priority_is_the_gangs_in_preemption() -> None:
+    # Members of priority 0 could evict nothing; their PodGroup's priority 100
+    # evicts the priority-50 pods.
+    nodes, running = two_full_nodes()
+    pg = native_gang("job", 2, priority=100)
+    out = run([*nodes, *running, pg, *(native_member("job", i, 2, 0) for i in range(2))])
+    victims = {k for k, v in out["pods"].items() if v.get("preemptedBy")}
+    assert victims == {"default/low0", "default/low1"}
+    # Without the group's priority the same gang evicts nothing.
+    nodes, running = two_full_nodes()
+    pg = native_gang("job", 2)
+    out = run([*nodes, *running, pg, *(native_member("job", i, 2, 0) for i in range(2))])
+    assert not any(v.get("preemptedBy") for v in out["pods"].values())
+
+
+def test_the_pod_groups_priority_class_is_resolved() -> None:
+    nodes, running = two_full_nodes()
+    pc = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "train"},
+        "value": 100,
+    }
+    pg = native_gang("job", 2, priorityClassName="train")
+    out = run([*nodes, *running, pc, pg, *(native_member("job", i, 2, 0) for i in range(2))])
+    assert {k for k, v in out["pods"].items() if v.get("preemptedBy")} == {
+        "default/low0",
+        "default/low1",
+    }
+
+
+def test_a_pod_groups_preemption_policy_never_preempts_nothing() -> None:
+    nodes, running = two_full_nodes()
+    pg = native_gang("job", 2, priority=100, preemptionPolicy="Never")
+    out = run([*nodes, *running, pg, *(native_member("job", i, 2, 0) for i in range(2))])
+    assert not any(v.get("preemptedBy") for v in out["pods"].values())
+    assert all(out["pods"][f"default/job-{i}"]["node"] is None for i in range(2))
+
+
+@pytest.mark.parametrize(
+    ("version", "single", "whole"),
+    [("v1beta1", {"single": {}}, {"all": {}}), ("v1alpha2", "Pod", "PodGroup")],
+)
+def test_a_victim_group_whose_disruption_mode_is_all_goes_whole(
+    version: str, single: Any, whole: Any
+) -> None:
+    # A running native group of three (minCount 1) on three 2-cpu nodes. A
+    # one-member gang of higher priority needs one node: with disruptionMode
+    # Single one victim is enough (the group keeps its quorum); with All the
+    # whole group goes.
+    nodes = [node(f"n{i}", "r0", cpu=2) for i in range(3)]
+    victims = [native_member("v", i, 2, 10, f"n{i}") for i in range(3)]
+    gang = [native_member("job", 0, 2, 1000)]
+    out = run(
+        [
+            *nodes,
+            native_gang("v", 1, version, disruptionMode=single),
+            *victims,
+            native_gang("job", 1),
+            *gang,
+        ]
+    )
+    assert sum(1 for v in out["pods"].values() if v.get("preemptedBy")) == 1
+    victims = [native_member("v", i, 2, 10, f"n{i}") for i in range(3)]
+    gang = [native_member("job", 0, 2, 1000)]
+    out = run(
+        [
+            *nodes,
+            native_gang("v", 1, version, disruptionMode=whole),
+            *victims,
+            native_gang("job", 1),
+            *gang,
+        ]
+    )
+    assert {k for k, v in out["pods"].items() if v.get("preemptedBy")} == {
+        f"default/v-{i}" for i in range(3)
+    }
+
+
+def test_a_lone_pod_does_not_take_one_member_of_a_group_that_goes_whole() -> None:
+    nodes = [node(f"n{i}", "r0", cpu=2) for i in range(2)]
+    victims = [native_member("v", i, 2, 10, f"n{i}") for i in range(2)]
+    lone = make_pod("lone").req(cpu="2").priority(1000).obj()
+    out = run([*nodes, native_gang("v", 1, disruptionMode={"all": {}}), *victims, lone])
+    assert not any(v.get("preemptedBy") for v in out["pods"].values())
+    assert out["pods"]["default/lone"]["node"] is None

@@ -46,7 +46,14 @@ from typing import Any, Final, Self
 import numpy as np
 
 from troupe.api.parse import parse_timestamp
-from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodDisruptionBudget, PodKey
+from troupe.api.types import (
+    DISRUPTION_ALL,
+    PREEMPT_NEVER,
+    NodeName,
+    Pod,
+    PodDisruptionBudget,
+    PodKey,
+)
 from troupe.cluster import NotFound
 from troupe.events import ObjectRef
 from troupe.framework.cycle_state import CycleState
@@ -402,12 +409,17 @@ class DefaultPreemption(PostFilterPlugin):
     def potential_victims(
         self, pod: Pod, row_pods: Iterable[Pod], whole_gangs: bool = False
     ) -> list[Pod]:
-        """Strictly lower-priority pods; a gang's member only if its gang keeps
-        minMember placed pods (not counting members already being evicted)
-        without the members on this node, or (`whole_gangs`,
-        for a gang preemptor) if every placed member of its gang is of lower
-        priority: it is then taken with its whole gang (`expand_gangs`)."""
-        lower = [p for p in row_pods if p.priority < pod.priority]
+        """Strictly lower-priority pods, never of the preemptor's own group; a
+        gang's member only if its gang keeps minMember placed pods (not counting
+        members already being evicted) without the members on this node (never
+        for a native group whose disruptionMode is All: one member goes only with
+        all), or (`whole_gangs`, for a gang preemptor) if every placed member of
+        its gang is of lower priority: it is then taken with its whole gang
+        (`expand_gangs`)."""
+        own = pod.group_key
+        lower = [
+            p for p in row_pods if p.priority < pod.priority and (own is None or p.group_key != own)
+        ]
         groups = {p.group_key for p in lower if p.group_key is not None}
         if not groups:
             return lower
@@ -428,7 +440,8 @@ class DefaultPreemption(PostFilterPlugin):
                 and p.key not in self.victims_of
             )
             here = sum(1 for p in lower if p.group_key == g)
-            if placed - here >= pg.min_member or (
+            whole = pg.disruption_mode == DISRUPTION_ALL  # it goes whole or not at all
+            if (not whole and placed - here >= pg.min_member) or (
                 whole_gangs
                 and all(
                     p.priority < pod.priority for p in lister.pods_in_group(g) if lister.pod(p.key)
@@ -734,7 +747,8 @@ class DefaultPreemption(PostFilterPlugin):
         self, victims: Iterable[Pod], priority: int, taken: Iterable[PodKey] = ()
     ) -> list[Pod] | None:
         """The victims of a gang preemptor of `priority`, with the whole gang of
-        each victim whose gang would fall below minMember without them, or None
+        each victim whose gang would fall below minMember without them (or whose
+        disruptionMode is All), or None
         if such a gang has a placed member of `priority` or higher (it cannot be
         taken whole, so it cannot be taken at all). `taken`: victims already
         chosen for the same preemptor (its other members' nodes), which count as
@@ -752,7 +766,7 @@ class DefaultPreemption(PostFilterPlugin):
                 and q.key not in self.victims_of
             ]
             left = sum(1 for q in placed if q.key not in gone)
-            if pg is None or left >= pg.min_member:
+            if pg is None or (left >= pg.min_member and pg.disruption_mode != DISRUPTION_ALL):
                 continue  # no gang to keep, or it keeps its quorum without these
             if any(q.priority >= priority for q in placed):
                 return None
