@@ -40,6 +40,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from troupe.api.names import is_scalar_resource, qualified_name_problem
 from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod, PodGroup
 from troupe.framework.fit import NodeSubset
 from troupe.snapshot import NO_VALUE, IsolatedCPU, NodeTable, pod_charge
@@ -51,7 +52,6 @@ PREFERRED_ANNOTATION: Final = "troupe.dev/topology-preferred"
 NATIVE_FIELD: Final = "spec.schedulingConstraints.topology"
 # Domains placed per group cycle and level when the profile does not say.
 DEFAULT_DOMAINS_PER_CYCLE: Final = 16
-MAX_KEY_LENGTH: Final = 317  # a label key: prefix (253) + "/" + name (63)
 
 
 class TopologyError(ValueError):
@@ -106,8 +106,9 @@ def _keys(text: str, where: str) -> tuple[str, ...]:
     for k in keys:
         if not k:
             raise TopologyError(f"{where}: Invalid value: {text!r}: empty label key")
-        if len(k) > MAX_KEY_LENGTH or any(c.isspace() for c in k):
-            raise TopologyError(f"{where}: Invalid value: {k!r}: not a label key")
+        problem = qualified_name_problem(k)
+        if problem is not None:
+            raise TopologyError(f"{where}: Invalid value: {k!r}: {problem}")
     if len(set(keys)) != len(keys):
         raise TopologyError(f"{where}: Invalid value: {text!r}: a key is listed twice")
     return keys
@@ -381,17 +382,6 @@ MAX_PLACEMENT_SCORE: Final = 100
 DEFAULT_SCORED_RESOURCES: Final = ((CPU, 1), (MEMORY, 1))
 
 
-def _is_scalar(name: str) -> bool:
-    """schedutil.IsScalarResourceName: extended, hugepages-*, attachable-volumes-*
-    or kubernetes.io/-prefixed (a copy: plugins keep their own)."""
-    extended = "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-    return (
-        extended
-        or name.startswith(("hugepages-", "attachable-volumes-"))
-        or "kubernetes.io/" in name
-    )
-
-
 def allocation_score(
     nodes: NodeTable,
     rows: IntpArray,
@@ -424,7 +414,7 @@ def allocation_score(
             continue
         if name in (CPU, MEMORY):
             used = _exact_sum(nodes.nonzero_requested[rows, 0 if name == CPU else 1])
-        elif name == EPHEMERAL_STORAGE or (_is_scalar(name) and add.get(name, 0) > 0):
+        elif name == EPHEMERAL_STORAGE or (is_scalar_resource(name) and add.get(name, 0) > 0):
             used = _exact_sum(nodes.requested[rows, col])
         else:
             continue

@@ -117,6 +117,11 @@ def test_the_native_field_and_the_annotations_are_read() -> None:
         (group("g", 2, preferred=f"{RACK},{RACK}"), "a key is listed twice"),
         (group("g", 2, preferred=f"{RACK},,zone"), "empty label key"),
         (group("g", 2, required=RACK, preferred=RACK), "required already"),
+        (
+            group("g", 2, required="Troupe.dev/rack"),
+            "'Troupe.dev/rack': prefix part must be a lowercase RFC 1123 subdomain",
+        ),
+        (native([{"key": "rack!"}]), "'rack!': name part must consist of alphanumeric"),
     ],
 )
 def test_a_request_that_cannot_be_read_names_its_field(obj: dict[str, Any], problem: str) -> None:

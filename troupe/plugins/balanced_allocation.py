@@ -30,6 +30,7 @@ from typing import Any, Final, Self
 import numpy as np
 import numpy.typing as npt
 
+from troupe.api.names import is_scalar_resource
 from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
@@ -51,12 +52,6 @@ Float64Array = npt.NDArray[np.float64]
 DEFAULT_RESOURCES: Final = (CPU, MEMORY)
 _STATE_KEY: Final = "PreScoreNodeResourcesBalancedAllocation"
 _NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-
-
-def is_scalar_resource(name: str) -> bool:
-    """schedutil.IsScalarResourceName (extended, hugepages-*, attachable-volumes-*,
-    kubernetes.io/-prefixed): not counted when the pod does not request it."""
-    return "/" in name or name.startswith(("hugepages-", "attachable-volumes-"))
 
 
 def parse_resources(args: Mapping[str, Any]) -> tuple[str, ...]:

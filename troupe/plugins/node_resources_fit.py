@@ -39,13 +39,13 @@ plain Python; a property test keeps the two forms in exact agreement.
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
 import numpy as np
 
+from troupe.api.names import is_extended_resource, is_scalar_resource, qualified_name_problem
 from troupe.api.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -138,42 +138,6 @@ class FitArgs:
     resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
     shape: tuple[ShapePoint, ...] = ()  # RequestedToCapacityRatio only
     isolated: IsolatedCPU = field(default_factory=IsolatedCPU)
-
-
-_NAME_RE: Final = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-)
-
-
-def qualified_name_problem(value: str) -> str | None:
-    """Why `value` is not a qualified name ([prefix/]name, as apimachinery's
-    IsQualifiedName, which ValidateLabelName uses), or None."""
-    prefix, slash, name = value.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN_RE.match(prefix)):
-        return "prefix part must be a lowercase RFC 1123 subdomain"
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
-        return (
-            "name part must consist of alphanumeric characters, '-', '_' or '.', "
-            "start and end with an alphanumeric character, and be at most 63 characters"
-        )
-    return None
-
-
-def is_extended_resource(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def is_scalar_resource(name: str) -> bool:
-    """schedutil.IsScalarResourceName: extended, hugepages-*, attachable-volumes-* or
-    a kubernetes.io/-prefixed name. Scoring skips such a resource when the pod does
-    not request it."""
-    return (
-        is_extended_resource(name)
-        or name.startswith(("hugepages-", "attachable-volumes-"))
-        or "kubernetes.io/" in name
-    )
 
 
 def _name_list(raw: object, path: str, is_group: bool) -> frozenset[str]:
