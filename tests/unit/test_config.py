@@ -182,7 +182,7 @@ def test_empty_documents_read_as_the_defaults(obj: object) -> None:
 def test_in_tree_defaults() -> None:
     c = default_config(IN_TREE)
     assert layout(c) == {
-        "preEnqueue": ["SchedulingGates", "Coscheduling"],
+        "preEnqueue": ["SchedulingGates", "Coscheduling", "DynamicResources"],
         "queueSort": ["Coscheduling"],
         "preFilter": [
             "Coscheduling",
@@ -404,7 +404,7 @@ def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
     )
     got = layout(c)
     assert got["queueSort"] == ["PrioritySort"]
-    assert got["preEnqueue"] == ["SchedulingGates"]
+    assert got["preEnqueue"] == ["SchedulingGates", "DynamicResources"]
     assert "permit" not in got and got["postFilter"] == ["DefaultPreemption"]
 
 
@@ -1070,7 +1070,7 @@ FILE_ERRORS: Final = [
     ),
     (
         "bad-kube-plugin.yaml",
-        'profiles[0].plugins.filter.enabled[0].name: plugin "DynamicResources" is a '
+        'profiles[0].plugins.filter.enabled[0].name: plugin "EBSLimits" is a '
         "kube-scheduler plugin that Troupe does not have",
     ),
     (

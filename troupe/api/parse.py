@@ -100,6 +100,7 @@ from troupe.api.types import (
     PodAffinityTerm,
     PodDisruptionBudget,
     PodGroup,
+    PodResourceClaim,
     PriorityClass,
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
@@ -515,6 +516,39 @@ def _gate(item: Mapping[str, Any], prefix: str) -> str:
     return name
 
 
+def _resource_claims(spec: Mapping[str, Any]) -> tuple[PodResourceClaim, ...]:
+    """spec.resourceClaims as the API server validates them: a unique DNS label
+    each, with exactly one of resourceClaimName and resourceClaimTemplateName."""
+    out: list[PodResourceClaim] = []
+    seen: set[str] = set()
+    for p, c in get_objs(spec, "resourceClaims", "spec."):
+        name = get_str(c, "name", p)
+        if not name:
+            raise required(f"{p}name")
+        if name in seen:
+            raise ParseError(f"{p}name", f"Duplicate value: {show(name)}")
+        seen.add(name)
+        claim = get_str(c, "resourceClaimName", p)
+        template = get_str(c, "resourceClaimTemplateName", p)
+        if bool(claim) == bool(template):
+            raise invalid(
+                p.rstrip("."),
+                dict(c),
+                "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`",
+            )
+        out.append(PodResourceClaim(name, claim, template))
+    return tuple(out)
+
+
+def _claim_statuses(status: Mapping[str, Any]) -> dict[str, str]:
+    """status.resourceClaimStatuses: the claim the resourceclaim controller
+    created for each of the pod's template claims ("" when it needs none)."""
+    return {
+        get_str(s, "name", p): get_str(s, "resourceClaimName", p)
+        for p, s in get_objs(status, "resourceClaimStatuses", "status.")
+    }
+
+
 def _parse_pod(
     obj: Mapping[str, Any], classes: Mapping[str, PriorityClass], milli: frozenset[str]
 ) -> Pod:
@@ -585,6 +619,8 @@ def _parse_pod(
         ),
         raw=obj,
         preemption_policy=_preemption_policy(spec, classes),
+        resource_claims=_resource_claims(spec),
+        claim_statuses=_claim_statuses(status),
     )
 
 
@@ -969,6 +1005,7 @@ class PodParser:
         try:
             priority = _priority(spec, classes)
             policy = _preemption_policy(spec, classes)
+            claims = _claim_statuses(status) if old.resource_claims else old.claim_statuses
         except ParseError:
             return None
         return replace(
@@ -978,6 +1015,7 @@ class PodParser:
             priority=priority,
             preemption_policy=policy,
             raw=obj,
+            claim_statuses=claims,
         )
 
     def forget(self, obj: Mapping[str, Any]) -> None:

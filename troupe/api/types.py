@@ -301,6 +301,16 @@ class HostPort:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of spec.resourceClaims: the claim the pod names, or the template the
+    resourceclaim controller creates the pod's own claim from."""
+
+    name: str
+    claim_name: str = ""  # resourceClaimName
+    template_name: str = ""  # resourceClaimTemplateName
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
     name: str
@@ -339,6 +349,10 @@ class Pod:
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
     # spec.schedulingGroup.podGroupName: the native PodGroup the pod joins, or "".
     scheduling_group: str = ""
+    # spec.resourceClaims, and status.resourceClaimStatuses (the name of the claim
+    # created from each template, by the pod's claim name; "" when none is needed).
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> PodKey:

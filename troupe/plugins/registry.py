@@ -18,6 +18,7 @@ from troupe.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from troupe.plugins.coscheduling import Coscheduling
 from troupe.plugins.default_binder import DefaultBinder
 from troupe.plugins.default_preemption import DefaultPreemption
+from troupe.plugins.dynamic_resources import DynamicResources
 from troupe.plugins.image_locality import ImageLocality
 from troupe.plugins.inter_pod_affinity import InterPodAffinity
 from troupe.plugins.node_affinity import NodeAffinity
@@ -53,6 +54,7 @@ IN_TREE: Final[Registry] = {
         VolumeZone,
         PodTopologySpread,
         InterPodAffinity,
+        DynamicResources,
         DefaultPreemption,
         NodeResourcesBalancedAllocation,
         ImageLocality,
@@ -77,6 +79,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("VolumeZone"),
     PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("InterPodAffinity", weight=2),
+    PluginSpec("DynamicResources"),
     PluginSpec("DefaultPreemption"),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
