@@ -633,7 +633,7 @@ def simulate(
     # Python 3.11 asyncio.run's SIGINT clean-up (signal.getsignal) builds the
     # repr of its handler, a partial holding the main task, and a finished
     # task's repr includes its result's: the whole SimulationResult, pods and
-    # nodes, formatted only to be thrown away (~0.7 s on 10000 pods).
+    # nodes, formatted only to be thrown away (a large cost on big inputs).
     out: list[SimulationResult] = []
 
     async def main() -> None:
@@ -653,8 +653,8 @@ def _fewer_collections() -> Iterator[None]:
     """The cyclic collector runs less often while simulating: the scheduler
     keeps what it builds (parsed pods, cache and queue entries) for the whole
     run, so with the default threshold the collector walks that growing, live
-    heap again and again (~1000 collections, a seventh of the CPU on 10000
-    pods) and finds little to free. Reference counting frees the rest as
+    heap again and again (a sizeable share of the CPU on large inputs; see
+    docs/benchmarks.md) and finds little to free. Reference counting frees the rest as
     before; cyclic garbage (a failed task's traceback) is still collected,
     later. The thresholds are restored afterwards."""
     before = gc.get_threshold()
