@@ -265,8 +265,11 @@ def coarser_or_equal(nodes: NodeTable, wide: str, narrow: str) -> bool:
     both = (a != NO_VALUE) & (b != NO_VALUE)
     if not both.any():
         return False
-    pairs = np.unique(np.stack([a[both], b[both]], axis=1), axis=0)
-    return len(np.unique(pairs[:, 0])) == len(pairs)
+    a, b = a[both].astype(np.int64), b[both].astype(np.int64)
+    # One wide value per narrow one: as many distinct (narrow, wide) pairs as
+    # distinct narrow values (pairs coded as one integer: a 1-D unique is cheap).
+    pairs = np.unique(a * (int(b.max()) + 1) + b)
+    return len(pairs) == len(np.unique(a))
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,9 +279,14 @@ class Demand:
 
     requests: tuple[tuple[int, int], ...]
 
-    def total(self, n: int) -> tuple[int, int]:
-        part = self.requests[: max(0, n)]
-        return sum(c for c, _ in part), sum(m for _, m in part)
+    def totals(self, counts: npt.NDArray[Any]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        """The cpu and memory of the first k members, for each k of `counts`
+        (between 0 and the number of members)."""
+        cum = np.zeros((len(self.requests) + 1, 2), dtype=np.float64)
+        if self.requests:
+            cum[1:] = np.cumsum(np.array(self.requests, dtype=np.float64), axis=0)
+        idx = np.asarray(counts, dtype=np.intp)
+        return cum[idx, 0], cum[idx, 1]
 
 
 def slots(nodes: NodeTable, demand: Demand) -> npt.NDArray[np.int64]:
@@ -322,8 +330,7 @@ def rank(
     used_c = ds.sums(nodes.requested[:, cpu])
     used_m = ds.sums(nodes.requested[:, mem])
     placed = np.minimum(fit, members)
-    add_c = np.array([demand.total(int(k))[0] for k in placed.tolist()], dtype=np.float64)
-    add_m = np.array([demand.total(int(k))[1] for k in placed.tolist()], dtype=np.float64)
+    add_c, add_m = demand.totals(placed)
     with np.errstate(divide="ignore", invalid="ignore"):
         full_c = np.where(alloc_c > 0, np.minimum(1.0, (used_c + add_c) / alloc_c), 0.0)
         full_m = np.where(alloc_m > 0, np.minimum(1.0, (used_m + add_m) / alloc_m), 0.0)

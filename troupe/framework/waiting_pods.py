@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 
-from troupe.api.types import NodeName, Pod, PodKey
+from troupe.api.types import GroupKey, NodeName, Pod, PodKey
 from troupe.clock import Clock, TimerHandle
 from troupe.framework.status import SUCCESS, Code, Status
 
@@ -78,17 +78,39 @@ class WaitingPod:
 
 
 class WaitingPods:
+    """By pod, and by group: Permit plugins that gate a group (Coscheduling)
+    look up its waiting members without scanning every waiting pod."""
+
     def __init__(self) -> None:
         self._pods: dict[PodKey, WaitingPod] = {}
+        self._by_group: dict[GroupKey, dict[PodKey, WaitingPod]] = {}
 
     def add(self, wp: WaitingPod) -> None:
+        self.remove(wp.pod.key)
         self._pods[wp.pod.key] = wp
+        group = wp.pod.group_key
+        if group is not None:
+            self._by_group.setdefault(group, {})[wp.pod.key] = wp
 
     def remove(self, key: PodKey) -> None:
-        self._pods.pop(key, None)
+        wp = self._pods.pop(key, None)
+        if wp is None:
+            return
+        group = wp.pod.group_key
+        if group is None:
+            return
+        members = self._by_group.get(group)
+        if members is not None:
+            members.pop(key, None)
+            if not members:
+                del self._by_group[group]
 
     def get(self, key: PodKey) -> WaitingPod | None:
         return self._pods.get(key)
+
+    def in_group(self, group: GroupKey) -> list[WaitingPod]:
+        """The group's waiting members, in the order they started waiting."""
+        return list(self._by_group.get(group, {}).values())
 
     def __iter__(self) -> Iterator[WaitingPod]:
         return iter(list(self._pods.values()))

@@ -81,7 +81,7 @@ class PodGroupManager:
         return placed_members(self.handle.lister, self.handle.waiting_pods, key)
 
     def waiting(self, key: GroupKey) -> Iterable[object]:
-        return [wp for wp in self.handle.waiting_pods if wp.pod.group_key == key]
+        return self.handle.waiting_pods.in_group(key)
 
     def timeout(self, pg: PodGroup) -> float:
         if pg.schedule_timeout_seconds:
@@ -163,16 +163,14 @@ class PodGroupManager:
 
     def reject_waiting(self, key: GroupKey, message: str) -> int:
         n = 0
-        for wp in list(self.handle.waiting_pods):
-            if wp.pod.group_key == key:
-                wp.reject(NAME, message)
-                n += 1
+        for wp in self.handle.waiting_pods.in_group(key):
+            wp.reject(NAME, message)
+            n += 1
         return n
 
     def allow_waiting(self, key: GroupKey) -> None:
-        for wp in list(self.handle.waiting_pods):
-            if wp.pod.group_key == key:
-                wp.allow(NAME)
+        for wp in self.handle.waiting_pods.in_group(key):
+            wp.allow(NAME)
 
     def within_ten_percent(self, key: GroupKey, pg: PodGroup) -> bool:
         """scheduler-plugins: if at most 10% of minMember is missing, keep trying."""
