@@ -22,7 +22,11 @@ from troupe.events import ObjectRef
 BIND_CONFLICT = "binding conflict"
 
 
-class BindConflict(Exception):
+class Conflict(Exception):
+    """HTTP 409 on a write with a resourceVersion precondition: the object changed."""
+
+
+class BindConflict(Conflict):
     """HTTP 409 on bind. Not proof that the pod is bound: a pod deleted and
     re-created under the same name fails the binding's UID precondition too.
     The scheduler reads the pod (`read_pod`) before it decides."""
@@ -30,10 +34,6 @@ class BindConflict(Exception):
 
 class NotFound(Exception):
     """The object is gone (HTTP 404)."""
-
-
-class Conflict(Exception):
-    """HTTP 409 on a write with a resourceVersion precondition: the object changed."""
 
 
 class NotLeader(Exception):

@@ -46,6 +46,7 @@ import kopf
 from kopf._cogs.clients.watching import infinite_watch
 from kopf._cogs.structs.references import Resource
 
+from troupe.api.kinds import CLUSTER_SCOPED
 from troupe.api.storage import STORAGE_PARSERS
 from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 from troupe.clock import RealClock
@@ -70,17 +71,6 @@ Handler = Callable[[Mapping[str, Any], bool], None]
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
 NOT_SERVED_RETRY_SECONDS: Final = 60
-CLUSTER_SCOPED: Final = frozenset(
-    {
-        "Node",
-        "PriorityClass",
-        "Namespace",
-        "PersistentVolume",
-        "StorageClass",
-        "CSINode",
-        "CSIDriver",
-    }
-)
 STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
 
 
@@ -289,19 +279,7 @@ async def initial_sync(
     its watch fills it in."""
     handlers = handlers_of(scheduler)
     n = 0
-    order = (
-        "PriorityClass",
-        "Namespace",
-        "Service",
-        "ReplicaSet",
-        "StatefulSet",
-        "ReplicationController",
-        "Node",
-        *STORAGE_KINDS,
-        "PodGroup",
-        *(native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS),
-        "Pod",
-    )
+    order = tuple(WATCHED)
     for kind in order:
         if kind not in kinds:
             continue

@@ -49,6 +49,7 @@ from typing import Any, Final
 
 import yaml
 
+from troupe.api.kinds import CLUSTER_SCOPED, OBJECT_KINDS
 from troupe.api.parse import parse_pod
 from troupe.api.storage import STORAGE_PARSERS, pod_claim_names
 from troupe.api.types import (
@@ -76,16 +77,7 @@ POD_GROUP_API_GROUPS = (
     *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
 )
 STORAGE_KINDS = tuple(STORAGE_PARSERS)
-KINDS = (
-    "Namespace",
-    "Node",
-    "Pod",
-    "PriorityClass",
-    "PodGroup",
-    "PodDisruptionBudget",
-    *WORKLOAD_KINDS,
-    *STORAGE_KINDS,
-)
+KINDS = OBJECT_KINDS
 # The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
 _PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
 _PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
@@ -94,17 +86,6 @@ _UID_NAMESPACE = uuid.UUID("6f1d3a52-6c1b-4c55-9a3e-2f1b7d0c9e41")
 
 class InputError(Exception):
     """Unreadable input; the message names the file and the problem."""
-
-
-CLUSTER_SCOPED = (
-    "Namespace",
-    "Node",
-    "PriorityClass",
-    "PersistentVolume",
-    "StorageClass",
-    "CSINode",
-    "CSIDriver",
-)
 
 
 def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:

@@ -1,0 +1,84 @@
+"""The resourceclaim controller's part that the scheduler waits for: a pod's
+claim from a ResourceClaimTemplate becomes a ResourceClaim of its own.
+
+In a cluster kube-controller-manager does this; the simulator and `make demo`
+play it with these functions. As the controller does: the claim is named
+`<pod>-<claim name>-<5 characters>` (generateName), is owned by the pod
+(controller, blockOwnerDeletion), carries the annotation naming the pod's
+claim, takes the template's labels, annotations and spec, and the pod's
+status.resourceClaimStatuses records the name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
+RESOURCE_API: Final = "resource.k8s.io/v1"
+_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String
+
+
+def pending_template_claims(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(pod claim name, template name) of the pod's template claims that have
+    no entry in status.resourceClaimStatuses yet."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    done = {s.get("name") for s in status.get("resourceClaimStatuses") or [] if isinstance(s, dict)}
+    out = []
+    for c in spec.get("resourceClaims") or []:
+        if not isinstance(c, Mapping):
+            continue
+        template = c.get("resourceClaimTemplateName")
+        if isinstance(template, str) and template and c.get("name") not in done:
+            out.append((str(c.get("name")), template))
+    return out
+
+
+def generated_suffix(pod_uid: str, claim: str) -> str:
+    """Five characters from the controller's alphabet, stable for one pod and
+    claim (the real controller's are random; a simulation must be repeatable)."""
+    digest = hashlib.sha256(f"{pod_uid}/{claim}".encode()).digest()
+    return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+
+
+def claim_from_template(
+    pod: Mapping[str, Any], pod_claim: str, template: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ResourceClaim the controller creates for the pod's `pod_claim`."""
+    md = pod.get("metadata") or {}
+    tmd = ((template.get("spec") or {}).get("metadata")) or {}
+    name = f"{md.get('name')}-{pod_claim}-{generated_suffix(str(md.get('uid') or ''), pod_claim)}"
+    return {
+        "apiVersion": RESOURCE_API,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": md.get("namespace") or "default",
+            "labels": dict(tmd.get("labels") or {}),
+            "annotations": {
+                **dict(tmd.get("annotations") or {}),
+                POD_CLAIM_NAME_ANNOTATION: pod_claim,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": md.get("name"),
+                    "uid": md.get("uid"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": dict(((template.get("spec") or {}).get("spec")) or {}),
+    }
+
+
+def record_claim(pod: dict[str, Any], pod_claim: str, claim_name: str) -> None:
+    """The pod's status.resourceClaimStatuses entry, as the controller writes it."""
+    status = pod.setdefault("status", {})
+    entries = [s for s in status.get("resourceClaimStatuses") or [] if s.get("name") != pod_claim]
+    entries.append({"name": pod_claim, "resourceClaimName": claim_name})
+    status["resourceClaimStatuses"] = entries
