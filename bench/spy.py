@@ -23,7 +23,7 @@ from typing import Final
 BUCKETS: Final = (
     ("scheduling cycle (schedule_one)", ("schedule_one (",)),
     ("parse_pod / parse_node", ("parse_pod (", "parse_node (")),
-    ("handlers: cache + queue", ("_safely (", "initial_sync (")),
+    ("handlers: cache + queue", ("_safely (", "Intake._drain (")),
     # KubeClient's methods on the loop, and their requests in the lane's threads
     # (`KubeClient.bind.<locals>.<lambda>` calling `_send`).
     ("client: binds", ("create_namespaced_pod_binding", "_post_binding", "KubeClient.bind")),

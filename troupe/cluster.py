@@ -3,7 +3,7 @@ in-memory implementation.
 
 The core never imports kopf or the kubernetes client. It binds pods, patches
 PodGroup status, records Events and sets pod conditions through a
-`ClusterClient`. `kube.py` implements it against the API server; `InMemoryCluster`
+`ClusterClient`. `troupe.kube` implements it against the API server; `InMemoryCluster`
 implements it here for the simulator, the benchmarks and tests, and feeds the
 consequences of those writes back to the scheduler as the API's watch would.
 """

@@ -20,7 +20,7 @@ thing. This module is that machinery (client-go tools/record/events_cache.go,
 
 `EventRecorder.record` returns what to write: a `Create` of a whole Event body,
 a `Patch` of an existing Event, or None when the occurrence is dropped. The
-caller (kube.py) performs the write; when a create fails, `forget` drops the
+caller (troupe.kube) performs the write; when a create fails, `forget` drops the
 key so that the next occurrence creates again.
 """
 

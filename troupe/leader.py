@@ -11,7 +11,7 @@ expire and another replica take over. Writes are conditional on the Lease's
 resourceVersion, so two candidates never both win. On a clean stop the leader
 releases the Lease so the next one need not wait for it to expire.
 
-The API calls go through a `LeaseClient` (kube.py implements it against the API
+The API calls go through a `LeaseClient` (troupe.kube implements it against the API
 server; `InMemoryLeases` serves tests and several electors in one process).
 """
 

@@ -1,20 +1,26 @@
 """The kopf operator: feeds the cluster into the scheduler and runs it.
 
 The only module that imports kopf. kopf runs in its own thread and event loop
-(kopf cancels tasks it did not create once it runs, and its watchers must not
-share a loop with the scheduling cycle). kopf's watch streams feed an
-`Intake`, which hands the objects to the scheduler's loop in batches. No
-progress annotations or finalizers are put on objects we do not own: kopf has
-no resource handlers at all (see `build_registry`), with posting and CRD
-scanning turned off. The same object may arrive several times (list, watch,
-re-list): the scheduler's handlers are idempotent upserts.
+(kopf cancels tasks it did not create once it runs, and the watches must not
+share a loop with the scheduling cycle). kopf is the operator framework:
+its run loop, its login (with the credentials the kubernetes client loaded:
+`troupe run --kubeconfig`, `clientConnection.kubeconfig`, or the in-cluster
+service account, one way in for the watches and the writes), its settings
+and its start-up and clean-up handlers, all through its public API. kopf has
+no resource handlers (see `build_registry`): no progress annotations or
+finalizers are put on objects we do not own, with posting and CRD scanning
+turned off.
 
-kopf's watch stream (`infinite_watch`) is a private API of kopf 1.45, hence
-the pin `kopf>=1.45,<1.46`.
-
-kopf logs in with the credentials the kubernetes client loaded (`troupe run
---kubeconfig`, `clientConnection.kubeconfig`, or the in-cluster service
-account): one way in for the watches and the writes.
+The watches are Troupe's own reflectors (`troupe.kube.reflector`), started by
+kopf's start-up handler on kopf's loop: kopf's per-object handler machinery
+costs more CPU per event than the scheduler spends on it, and its watch
+stream is not public API, nor does it tell a re-list from new events (it only
+upserts, so objects deleted during a gap stayed in the cache). Each reflector
+lists, then watches; what it delivers goes through an `Intake` to the
+scheduler's loop in batches, in order. Kinds are listed in the order of
+`troupe.api.kinds.WATCHED` (what others are read with first); the caches are
+synced, and /readyz answers 200, once every reflector has delivered its
+first list.
 
 `run()` is what `troupe run` does. Every replica watches, lists every kind into
 its cache and then answers /readyz 200, leader or not (as kube-scheduler's
@@ -40,13 +46,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import kopf
-from kopf._cogs.clients.watching import infinite_watch
-from kopf._cogs.structs.references import Resource
 
-from troupe.api.kinds import CLUSTER_SCOPED
 from troupe.api.storage import STORAGE_PARSERS
 from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 from troupe.clock import RealClock
@@ -57,9 +60,10 @@ from troupe.kube import (
     KubeClient,
     default_identity,
     discover_native_pod_groups,
-    list_objects,
     native_kind,
 )
+from troupe.kube.reflector import Reflector
+from troupe.kube.transport import LoopHttp
 from troupe.leader import LeaderElector
 from troupe.metrics import Metrics
 from troupe.scheduler import Scheduler
@@ -70,7 +74,6 @@ Handler = Callable[[Mapping[str, Any], bool], None]
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
-NOT_SERVED_RETRY_SECONDS: Final = 60
 STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
 
 
@@ -119,14 +122,23 @@ class Intake:
     def __init__(self, loop: asyncio.AbstractEventLoop, handlers: Mapping[str, Handler]) -> None:
         self.loop = loop
         self.handlers = handlers
-        self._pending: collections.deque[tuple[str, dict[str, Any], bool]] = collections.deque()
+        self._pending: collections.deque[tuple[str, dict[str, Any], bool] | Callable[[], None]] = (
+            collections.deque()
+        )
         self._lock = threading.Lock()
         self._scheduled = False
         self.events = 0
 
     def put(self, kind: str, obj: dict[str, Any], deleted: bool) -> None:
+        self._append((kind, obj, deleted))
+
+    def after(self, fn: Callable[[], None]) -> None:
+        """Call `fn` on the scheduler's loop once what was put before is handled."""
+        self._append(fn)
+
+    def _append(self, item: tuple[str, dict[str, Any], bool] | Callable[[], None]) -> None:
         with self._lock:
-            self._pending.append((kind, obj, deleted))
+            self._pending.append(item)
             if self._scheduled:
                 return
             self._scheduled = True
@@ -137,9 +149,13 @@ class Intake:
         pending, handlers = self._pending, self.handlers
         for _ in range(self.BATCH):
             try:
-                kind, obj, deleted = pending.popleft()
+                item = pending.popleft()
             except IndexError:
                 break
+            if callable(item):
+                item()
+                continue
+            kind, obj, deleted = item
             self.events += 1
             _safely(handlers[kind], obj, deleted, kind)
         with self._lock:
@@ -149,88 +165,60 @@ class Intake:
         self.loop.call_soon(self._drain)
 
 
-def resource_of(kind: str) -> Resource:
-    group, version, plural = WATCHED[kind]
-    return Resource(group, version, plural, kind=kind, namespaced=kind not in CLUSTER_SCOPED)
-
-
-async def watch(settings: kopf.OperatorSettings, kind: str, intake: Intake) -> None:
-    """Forward every event of `kind` from kopf's watch stream (list, then watch;
-    re-list on 410, reconnect with backoff) to `intake`, in the stream's order."""
-    resource = resource_of(kind)
-    missing = False
-    while True:
-        try:
-            async for event in infinite_watch(settings=settings, resource=resource, namespace=None):
-                if not isinstance(event, dict) or event.get("type") == "BOOKMARK":
-                    continue  # kopf's LISTED mark, or a bookmark: no object
-                missing = False
-                obj = event.get("object")
-                if not isinstance(obj, dict):
-                    log.warning("malformed %s event skipped", kind)
-                    continue
-                obj.setdefault("kind", kind)
-                intake.put(kind, cast(dict[str, Any], obj), event.get("type") == "DELETED")
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            if getattr(e, "status", None) == 404:
-                # Not served (a CRD that is not installed): say so once, then
-                # look again now and then, quietly, in case it is installed.
-                if not missing:
-                    log.warning(
-                        "%s (%s) is not served by this cluster: not watching it; "
-                        "looking again every %ds",
-                        resource.plural,
-                        resource.group or "core",
-                        NOT_SERVED_RETRY_SECONDS,
-                    )
-                missing = True
-                await asyncio.sleep(NOT_SERVED_RETRY_SECONDS)
-                continue
-            log.exception("watch of %s failed: restarting it", resource.plural)
-            await asyncio.sleep(settings.watching.reconnect_backoff or 1.0)
-
-
 def build_registry(
     scheduler: Scheduler,
     loop: asyncio.AbstractEventLoop,
-    credentials: Callable[[], Credentials],
-    kinds: Collection[str] = tuple(WATCHED),
+    kube: KubeClient,
+    kinds: Collection[str],
+    on_kind_synced: Callable[[str], None],
 ) -> kopf.OperatorRegistry:
-    """kopf's login and start-up handlers: log in with `credentials()` and
-    forward every event of the watched kinds to `loop`.
-
-    kopf is the watch layer: its login, its watch streams (list, watch,
-    bookmarks, re-list on 410, backoff) and its settings. Its per-event
-    handler machinery is not used: with `@kopf.on.event` handlers each event
-    cost ~0.5 ms of CPU in kopf (a worker task per object, diff-base and
-    progress bookkeeping, handler kwargs, object loggers) before reaching us,
-    about half of the operator's CPU per pod. The watchers are tasks started
-    by the start-up handler on kopf's loop, so they run in kopf's context (its
-    credentials vault) and end with kopf.
-    """
+    """kopf's login, start-up and clean-up handlers: log in with the client's
+    credentials; start one reflector per kind of `kinds` on kopf's loop, each
+    listing once the kinds before it have been listed, delivering into the
+    scheduler's loop; `on_kind_synced(kind)` is called there once a kind's
+    first list has been handled."""
     registry = kopf.OperatorRegistry()
     intake = Intake(loop, handlers_of(scheduler))
-    watchers: list[asyncio.Task[None]] = []
+    http = LoopHttp(kube.api, limit=2 * len(kinds) + 2)
+    reflectors: list[asyncio.Task[None]] = []
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False
         settings.scanning.disabled = True
         settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.watching.connect_timeout = 10
-        settings.networking.request_timeout = 60
-        settings.networking.error_backoffs = [1, 2, 5, 10]
-        for kind in kinds:
-            watchers.append(
-                asyncio.create_task(watch(settings, kind, intake), name=f"watch {kind}")
+        order = [k for k in WATCHED if k in kinds]
+        listed = {k: asyncio.Event() for k in order}
+
+        def synced(kind: str) -> None:
+            listed[kind].set()
+            intake.after(lambda: on_kind_synced(kind))
+
+        async def reflect(i: int, kind: str) -> None:
+            if i > 0:
+                await listed[order[i - 1]].wait()
+            r = Reflector(
+                kind,
+                http,
+                intake.put,
+                on_synced=lambda: synced(kind),
+                watch_timeout=float(settings.watching.server_timeout or 300),
             )
+            await r.run()
+
+        for i, kind in enumerate(order):
+            reflectors.append(asyncio.create_task(reflect(i, kind), name=f"reflector {kind}"))
+
+    @kopf.on.cleanup(registry=registry)
+    async def close(**_: Any) -> None:
+        for t in reflectors:
+            t.cancel()
+        await asyncio.gather(*reflectors, return_exceptions=True)
+        await http.close()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
-        return connection_info(credentials())
+        return connection_info(kube.credentials())
 
     return registry
 
@@ -269,29 +257,6 @@ class KopfThread:
     def stop(self, timeout: float = 10.0) -> None:
         self.stop_flag.set()
         self.thread.join(timeout)
-
-
-async def initial_sync(
-    kube: KubeClient, scheduler: Scheduler, kinds: Collection[str] = tuple(WATCHED)
-) -> int:
-    """List every watched kind into the scheduler, dependencies first. A kind
-    that cannot be listed (after the client's retries) is logged and skipped;
-    its watch fills it in."""
-    handlers = handlers_of(scheduler)
-    n = 0
-    order = tuple(WATCHED)
-    for kind in order:
-        if kind not in kinds:
-            continue
-        try:
-            objects = await list_objects(kube, kind)
-        except Exception as e:
-            log.error("initial list of %s failed: %s", kind, e)
-            continue
-        for obj in objects:
-            _safely(handlers[kind], obj, False, kind)
-            n += 1
-    return n
 
 
 async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
@@ -526,12 +491,16 @@ async def run(
     # while API discovery below is still awaited.
     synced = asyncio.Event()
 
-    async def sync() -> None:
-        count = await initial_sync(kube, scheduler, kinds)
+    unsynced: set[str] = set()
+
+    def kind_synced(kind: str) -> None:
+        unsynced.discard(kind)
+        if unsynced or synced.is_set():
+            return
         if on_synced is not None:
             on_synced()
         synced.set()
-        log.info("%s: caches synced, %d objects", identity, count)
+        log.info("%s: caches synced", identity)
 
     async def schedule() -> None:
         nonlocal scheduling
@@ -566,9 +535,10 @@ async def run(
         kube.fence = election.leading
         scheduler.writes_enabled = False
     kinds = await watched_kinds(kube, kinds)
+    unsynced.update(kinds)
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
-    kopf_thread = KopfThread(build_registry(scheduler, loop, kube.credentials, kinds))
+    kopf_thread = KopfThread(build_registry(scheduler, loop, kube, kinds, kind_synced))
     kopf_thread.start()
     metrics.set_leader(le.resource_name, False)
     checks = metrics.health.livez
@@ -581,7 +551,6 @@ async def run(
 
     checks["scheduling-loop"] = loop_alive
 
-    tasks.append(asyncio.create_task(sync()))
     if election is not None:
         checks["leader-election"] = lambda: (
             None if election is None or election.alive() else "leader election has ended"

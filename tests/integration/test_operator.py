@@ -283,6 +283,49 @@ def test_a_watch_resumed_too_late_gets_410_relists_and_loses_nothing(
         t.stop()
 
 
+def test_a_pod_deleted_while_the_watch_is_down_leaves_the_cache_after_the_relist(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # One node with room for one pod. "hog" holds it; it is deleted while the
+    # pods watch cannot resume and the event log is compacted, so the watch gets
+    # 410 and re-lists. The re-list must delete "hog" from the cache, or "after"
+    # never fits (a re-list that only upserts keeps the deleted pod forever).
+    nodes(api, 1, cpu=2)
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        t.wait_ready()
+        pod(api, "hog", cpu="2")
+        until(lambda: node_of(api, "hog") == "n0", what="hog bound")
+        held = api.hang("/api/v1/pods?watch=1")
+        api.drop_watches("pods", 1)
+        until(lambda: held.waiting, what="the pods watch held")
+        api.delete("pods", "default", "hog")
+        api.compact()
+        pod(api, "after", cpu="2")
+        api.unhang(held)
+        until(lambda: node_of(api, "after") == "n0", what="after bound once hog left the cache")
+        t.stop()
+    assert "Traceback" not in t.log()
+
+
+def test_readyz_waits_for_every_kind_listed_and_pods_come_after_what_they_read(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # The PodDisruptionBudgets' list hangs: the replica is alive (/healthz) but not
+    # ready, and has bound nothing (pods are listed after the kinds before them).
+    nodes(api, 1, cpu=2)
+    pod(api, "early")
+    held = api.hang("/apis/policy/v1/poddisruptionbudgets?limit=")
+    with Troupe(tmp_path, kubeconfig=kubeconfig) as t:
+        until(lambda: held.waiting, what="the PDB list held")
+        until(lambda: t.http("/healthz")[0] == 200, what="alive")
+        assert t.http("/readyz")[0] != 200
+        assert node_of(api, "early") is None
+        api.unhang(held)
+        t.wait_ready()
+        until(lambda: node_of(api, "early") == "n0", what="early bound once synced")
+        t.stop()
+
+
 def test_issue14_a_malformed_pod_is_reported_once_and_skipped(
     api: ApiServer, kubeconfig: Path, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ client (and the operator's reflectors' HTTP).
 - `errors`: HTTP statuses mapped once into typed errors;
 - `client`: the writes (`KubeClient`, the scheduler's ClusterClient);
 - `lease`: the leader-election Lease;
-- `discovery`: lists and API discovery;
+- `discovery`: API discovery;
 - `reflector`: list, then watch, with client-go's semantics.
 """
 
@@ -19,7 +19,7 @@ from troupe.kube.credentials import (
     load_api_client,
     load_configuration,
 )
-from troupe.kube.discovery import discover_native_pod_groups, list_objects
+from troupe.kube.discovery import discover_native_pod_groups
 from troupe.kube.errors import ApiError, api_error
 from troupe.kube.lease import KubeLease
 
@@ -35,7 +35,6 @@ __all__ = [
     "credentials_of",
     "default_identity",
     "discover_native_pod_groups",
-    "list_objects",
     "load_api_client",
     "load_configuration",
     "native_kind",

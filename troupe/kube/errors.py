@@ -11,6 +11,14 @@ from kubernetes import client as k8s
 from troupe.cluster import Conflict, NotFound
 
 
+class Gone(Exception):
+    """410 Gone: the resourceVersion asked for is too old; re-list."""
+
+
+class NotServed(Exception):
+    """404 on a collection: the cluster does not serve the kind."""
+
+
 class ApiError(Exception):
     """An API error without the response headers: `HTTP 500 (InternalError): msg`."""
 

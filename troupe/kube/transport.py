@@ -12,7 +12,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
@@ -22,6 +22,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import should_bypass_proxies
 
 from troupe.cluster import NotLeader
+from troupe.kube.errors import Gone, NotServed
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +160,63 @@ class LoopHttp:
             )
         return data
 
+    def _get_headers(self, path: str) -> dict[str, str]:
+        api = self.api
+        headers = {**api.default_headers, "Accept": JSON}
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        api.update_params_for_auth(headers, [], AUTH_SETTINGS, path, "GET", None)
+        return headers
+
+    async def get_json(self, path: str, timeout: tuple[float, float] = (10.0, 120.0)) -> Any:
+        """GET a JSON document (a list's page). 404 raises NotServed, 410 Gone,
+        other statuses the client's ApiException."""
+        async with self._open().get(
+            yarl.URL(self.host + path, encoded=True),
+            headers=self._get_headers(path),
+            timeout=_client_timeout(timeout),
+            proxy=self.proxy,
+            proxy_headers=self.proxy_headers,
+            server_hostname=self.server_hostname,
+        ) as r:
+            data = await r.read()
+            _raise_for(r.status, r.reason, data)
+        return json.loads(data or b"{}")
+
+    async def watch_lines(self, path: str, timeout: float) -> AsyncIterator[bytes]:
+        """The lines of a watch stream (one JSON event each), until the server
+        ends it; a stream silent for longer than `timeout` (plus a margin)
+        breaks with TimeoutError."""
+        async with self._open().get(
+            yarl.URL(self.host + path, encoded=True),
+            headers=self._get_headers(path),
+            timeout=aiohttp.ClientTimeout(sock_connect=10.0, sock_read=timeout + 30.0),
+            proxy=self.proxy,
+            proxy_headers=self.proxy_headers,
+            server_hostname=self.server_hostname,
+        ) as r:
+            if r.status != 200:
+                _raise_for(r.status, r.reason, await r.read())
+            while True:
+                line = await r.content.readline()
+                if not line:
+                    return
+                yield line
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
         self._slots = None
+
+
+def _raise_for(status: int, reason: str | None, body: bytes) -> None:
+    if status == 404:
+        raise NotServed(body.decode("utf-8", "replace")[:200])
+    if status == 410:
+        raise Gone(body.decode("utf-8", "replace")[:200])
+    if not 200 <= status <= 299:
+        raise k8s.ApiException(status=status, reason=reason, body=body.decode("utf-8", "replace"))
 
 
 # Compact JSON; one encoder for every request (json.dumps with arguments makes
