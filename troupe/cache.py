@@ -35,6 +35,7 @@ from troupe.api.types import (
     INT64_MAX,
     INT64_MIN,
     GroupKey,
+    IsolatedCPU,
     LabelSelector,
     Node,
     NodeName,
@@ -46,7 +47,6 @@ from troupe.api.types import (
 )
 from troupe.clock import Clock
 from troupe.snapshot import (
-    IsolatedCPU,
     NodeTable,
     Snapshot,
     check_node,

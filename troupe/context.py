@@ -27,6 +27,7 @@ from typing import Any
 from troupe.api.parse import PodParser
 from troupe.api.types import (
     InvalidObject,
+    IsolatedCPU,
     Pod,
     PodKey,
     PriorityClass,
@@ -44,7 +45,7 @@ from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.metrics import Metrics
 from troupe.queue import SchedulingQueue
-from troupe.snapshot import IsolatedCPU, Snapshot
+from troupe.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from troupe.api.parse import PodParser
-from troupe.api.types import PodKey
+from troupe.api.types import IsolatedCPU, PodKey
 from troupe.binding_cycle import BindingCycle
 from troupe.cache import Cache
 from troupe.clock import Clock
@@ -48,7 +48,7 @@ from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.registry import IN_TREE
 from troupe.queue import FifoFallback, SchedulingQueue
 from troupe.schedule_one import PodCycle, num_feasible_nodes_to_find
-from troupe.snapshot import IsolatedCPU, Snapshot
+from troupe.snapshot import Snapshot
 
 __all__ = [
     "FitError",
@@ -92,7 +92,7 @@ class Scheduler:
     ) -> None:
         metrics = metrics or Metrics()
         metrics.refreshers.append(self._refresh_gauges)
-        isolated = _isolated_from(config)
+        isolated = config.isolated
         t = config.troupe
         cache = Cache(clock, isolated, t.assumed_pod_ttl_seconds)
         snapshot = Snapshot()
@@ -411,18 +411,3 @@ class Scheduler:
             c.loop_errors,
             c.dropped_known,
         )
-
-
-def _isolated_from(config: SchedulerConfig) -> IsolatedCPU:
-    """The isolated-CPU names from NodeResourcesFit's args (the cache charges by them)."""
-    default = IsolatedCPU()
-    for p in config.profiles:
-        for specs in p.plugins.values():
-            for spec in specs:
-                if spec.name == "NodeResourcesFit":
-                    a = spec.args
-                    return IsolatedCPU(
-                        annotation=str(a.get("isolatedCPUAnnotation", default.annotation)),
-                        resource=str(a.get("isolatedCPUResource", default.resource)),
-                    )
-    return default

@@ -63,13 +63,14 @@ from troupe.api.types import (
 )
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
-from troupe.config import MAX_YAML_DEPTH, SchedulerConfig, load_yaml_documents
+from troupe.config import SchedulerConfig
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.scheduler import Scheduler
 from troupe.snapshot import NodeTable
 from troupe.topology import group_placement, has_topology
 from troupe.volume_sim import VolumeControllers
+from troupe.yamlio import MAX_YAML_DEPTH, load_yaml_documents
 
 POD_GROUP_API_GROUPS = (
     "scheduling.x-k8s.io/",

@@ -38,11 +38,10 @@ from troupe.api.types import (
     CPU,
     INT64_MAX,
     INT64_MIN,
-    ISOLATED_CPU_ANNOTATION,
-    ISOLATED_CPU_RESOURCE,
     MEMORY,
     PODS,
     HostPort,
+    IsolatedCPU,
     LabelSelector,
     Node,
     NodeName,
@@ -62,17 +61,6 @@ IntpArray = npt.NDArray[np.intp]
 BASE_RESOURCES: Final = (CPU, MEMORY, "ephemeral-storage", PODS)
 NO_VALUE: Final = -1  # label id of a node that lacks the label key
 K = TypeVar("K")
-
-
-@dataclass(frozen=True, slots=True)
-class IsolatedCPU:
-    """Where isolated pods are charged (docs/design.md, "Isolated CPUs")."""
-
-    annotation: str = ISOLATED_CPU_ANNOTATION
-    resource: str = ISOLATED_CPU_RESOURCE
-
-    def applies(self, pod: Pod) -> bool:
-        return pod.annotations.get(self.annotation, "").lower() == "true"
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from troupe.api.names import is_scalar_resource, qualified_name_problem
-from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod, PodGroup
+from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, IsolatedCPU, Pod, PodGroup
 from troupe.framework.fit import NodeSubset
-from troupe.snapshot import NO_VALUE, IsolatedCPU, NodeTable, pod_charge
+from troupe.snapshot import NO_VALUE, NodeTable, pod_charge
 
 IntpArray = npt.NDArray[np.intp]
 

@@ -1442,3 +1442,20 @@ def test_issue23_every_numeric_field_refuses_what_does_not_fit(
     else:
         assert text.startswith("profiles[0].pluginConfig[0].args."), text
     assert len(text) < 300, text  # the number is described, not printed whole
+
+
+def test_the_isolated_cpu_names_are_read_once_from_node_resources_fit() -> None:
+    c = parse_config(
+        {
+            "profiles": [
+                fit_args(isolatedCPUResource="example.com/iso", isolatedCPUAnnotation="a/b")
+            ]
+        },
+        IN_TREE,
+    )
+    assert (c.isolated.resource, c.isolated.annotation) == ("example.com/iso", "a/b")
+    d = default_config(IN_TREE)
+    assert (d.isolated.resource, d.isolated.annotation) == (
+        "troupe.dev/isolated-cpu",
+        "troupe.dev/isolated-cpu",
+    )

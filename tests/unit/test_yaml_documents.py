@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from troupe.config import load_yaml_documents
 from troupe.simulate import load_objects
+from troupe.yamlio import load_yaml_documents
 
 
 def libyaml(text: str) -> tuple[str, Any]:

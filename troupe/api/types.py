@@ -519,3 +519,14 @@ class Workload:
     namespace: str
     name: str
     selector: LabelSelector | None
+
+
+@dataclass(frozen=True, slots=True)
+class IsolatedCPU:
+    """Where isolated pods are charged (docs/design.md, "Isolated CPUs")."""
+
+    annotation: str = ISOLATED_CPU_ANNOTATION
+    resource: str = ISOLATED_CPU_RESOURCE
+
+    def applies(self, pod: Pod) -> bool:
+        return pod.annotations.get(self.annotation, "").lower() == "true"

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from troupe.api.types import (
     GroupKey,
+    IsolatedCPU,
     LabelSelector,
     Pod,
     PodDisruptionBudget,
@@ -31,7 +32,7 @@ from troupe.framework.nominator import Nominator
 from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
 from troupe.metrics import Metrics
-from troupe.snapshot import IsolatedCPU, NodeTable
+from troupe.snapshot import NodeTable
 from troupe.volumes import VolumeStore
 
 # Called with (event, old object or None, new object or None) for every cluster

@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from troupe.api.names import is_scalar_resource
-from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
+from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, IsolatedCPU, Pod
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
@@ -45,7 +45,7 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Status
-from troupe.snapshot import IsolatedCPU, NodeTable, pod_charge
+from troupe.snapshot import NodeTable, pod_charge
 
 Float64Array = npt.NDArray[np.float64]
 

@@ -53,6 +53,7 @@ from troupe.api.types import (
     ISOLATED_CPU_RESOURCE,
     MEMORY,
     PODS,
+    IsolatedCPU,
     Node,
     Pod,
 )
@@ -92,7 +93,7 @@ from troupe.plugins.helper import (
 )
 from troupe.plugins.helper import int_field as _int_field
 from troupe.plugins.helper import round_half_up as _round_half_up
-from troupe.snapshot import IsolatedCPU, NodeTable, pod_charge
+from troupe.snapshot import NodeTable, pod_charge
 
 # ---- reasons (kube-scheduler's text) ---------------------------------------------
 

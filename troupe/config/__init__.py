@@ -1,0 +1,43 @@
+"""The configuration: a KubeSchedulerConfiguration read as kube-scheduler
+reads it, and Troupe's own `troupe:` section.
+
+Arranged as kube-scheduler's apis/config: `types` (the records), `readers`
+and `decode` (strict decoding of the file into them), `defaults` (the
+default plugin sets, multiPoint merged and expanded per extension point),
+`args` (each plugin's arguments and their path) and `validation` (checks
+across profiles). `decode` opens with the file's format and the rules.
+"""
+
+from troupe.config.decode import default_config, load_config, parse_config
+from troupe.config.types import (
+    API_VERSION,
+    DEFAULT_SCHEDULER_NAME,
+    KIND,
+    KUBE_SCHEDULER_PLUGINS,
+    ClientConnection,
+    ConfigError,
+    LeaderElection,
+    ProfileConfig,
+    SchedulerConfig,
+    TroupeSettings,
+)
+from troupe.yamlio import FAST_PARSER, MAX_YAML_DEPTH, load_yaml_documents
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_SCHEDULER_NAME",
+    "FAST_PARSER",
+    "KIND",
+    "KUBE_SCHEDULER_PLUGINS",
+    "MAX_YAML_DEPTH",
+    "ClientConnection",
+    "ConfigError",
+    "LeaderElection",
+    "ProfileConfig",
+    "SchedulerConfig",
+    "TroupeSettings",
+    "default_config",
+    "load_config",
+    "load_yaml_documents",
+    "parse_config",
+]

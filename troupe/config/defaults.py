@@ -1,0 +1,180 @@
+"""Plugin sets as kube-scheduler defaults and merges them (multiPoint merged
+into the defaults, expanded per extension point, score weights) and the
+profile built from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from troupe.config.args import plugin_args, unknown_plugin
+from troupe.config.readers import read_int, read_list, read_name, read_object
+from troupe.config.types import (
+    ALL,
+    DEFAULT_SCHEDULER_NAME,
+    KUBE_SCHEDULER_PLUGINS,
+    MAX_PLUGIN_WEIGHT,
+    MAX_TOTAL_SCORE,
+    MULTI_POINT,
+    POINTS,
+    ConfigError,
+    ProfileConfig,
+)
+from troupe.framework.interface import (
+    MAX_NODE_SCORE,
+    PluginSpec,
+    implements,
+)
+
+# ---- plugin sets ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One enabled plugin as written (weight 0: unset)."""
+
+    name: str
+    weight: int
+    path: str  # where it was enabled, "" for a default
+
+
+@dataclass(frozen=True, slots=True)
+class _PluginSet:
+    enabled: tuple[_Entry, ...]
+    disabled: frozenset[str]
+
+
+def _plugin_set(obj: object, path: str, registry: Mapping[str, type]) -> _PluginSet:
+    m = read_object(obj, path, ("enabled", "disabled"))
+    enabled: list[_Entry] = []
+    for i, e in enumerate(read_list(m.get("enabled"), f"{path}.enabled")):
+        p = f"{path}.enabled[{i}]"
+        e = read_object(e, p, ("name", "weight"))
+        name = read_name(e.get("name"), f"{p}.name")
+        if name not in registry:
+            raise ConfigError(f"{p}.name", unknown_plugin(name, registry))
+        if any(x.name == name for x in enabled):
+            raise ConfigError(f"{p}.name", f'plugin "{name}" is enabled twice')
+        weight = (
+            0
+            if e.get("weight") is None
+            else read_int(e["weight"], f"{p}.weight", lo=0, hi=MAX_PLUGIN_WEIGHT)
+        )
+        enabled.append(_Entry(name, weight, p))
+    disabled: set[str] = set()
+    for i, d in enumerate(read_list(m.get("disabled"), f"{path}.disabled")):
+        p = f"{path}.disabled[{i}]"
+        d = read_object(d, p, ("name", "weight"))
+        name = read_name(d.get("name"), f"{p}.name")
+        if name != ALL and name not in registry and name not in KUBE_SCHEDULER_PLUGINS:
+            raise ConfigError(f"{p}.name", unknown_plugin(name, registry))
+        disabled.add(name)
+    return _PluginSet(tuple(enabled), frozenset(disabled))
+
+
+def _merge_multi_point(
+    defaults: Sequence[PluginSpec], custom: _PluginSet, path: str, registry: Mapping[str, type]
+) -> list[_Entry]:
+    """The profile's multiPoint set: kube-scheduler's mergePluginSet."""
+    by_name = {e.name: e for e in custom.enabled}
+    merged: list[_Entry] = []
+    if ALL not in custom.disabled:
+        for d in defaults:
+            if d.name in custom.disabled:
+                continue
+            if d.name not in registry:
+                raise ConfigError(path, f'default plugin "{d.name}" is not in the registry')
+            merged.append(by_name.get(d.name, _Entry(d.name, d.weight, "")))
+    replaced = {e.name for e in merged}
+    merged.extend(e for e in custom.enabled if e.name not in replaced)
+    return merged
+
+
+def _expand_point(
+    point: str, own: _PluginSet, multi: Sequence[_Entry], registry: Mapping[str, type]
+) -> list[_Entry]:
+    """One point's plugins: kube-scheduler's expandMultiPointPlugins."""
+    for e in own.enabled:
+        if not implements(registry[e.name], point):
+            raise ConfigError(e.path, f'plugin "{e.name}" does not implement {point}')
+    if ALL in own.disabled:
+        return list(own.enabled)
+    explicit = {e.name for e in own.enabled}
+    overridden: set[str] = set()
+    from_multi: list[_Entry] = []
+    for e in multi:
+        if not implements(registry[e.name], point) or e.name in own.disabled:
+            continue
+        if e.name in explicit:
+            overridden.add(e.name)
+        else:
+            from_multi.append(e)
+    return (
+        [e for e in own.enabled if e.name in overridden]
+        + from_multi
+        + [e for e in own.enabled if e.name not in overridden]
+    )
+
+
+PROFILE_FIELDS: Final = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
+
+
+def profile_config(
+    obj: object,
+    i: int,
+    count: int,
+    registry: Mapping[str, type],
+    defaults: Sequence[PluginSpec],
+) -> ProfileConfig:
+    path = f"profiles[{i}]"
+    m = read_object(obj, path, PROFILE_FIELDS)
+    # As kube-scheduler: only a lone profile gets the default name.
+    raw_name = m.get("schedulerName")
+    if raw_name is None and count > 1:
+        raise ConfigError(f"{path}.schedulerName", "required when there are several profiles")
+    name = read_name(
+        DEFAULT_SCHEDULER_NAME if raw_name is None else raw_name, f"{path}.schedulerName"
+    )
+    pct = m.get("percentageOfNodesToScore")
+    percentage = None if pct is None else read_int(pct, f"{path}.percentageOfNodesToScore", 0, 100)
+
+    pp = f"{path}.plugins"
+    plugins = read_object(m.get("plugins"), pp, (MULTI_POINT, *POINTS))
+    multi = _merge_multi_point(
+        defaults,
+        _plugin_set(plugins.get(MULTI_POINT), f"{pp}.{MULTI_POINT}", registry),
+        f"{pp}.{MULTI_POINT}",
+        registry,
+    )
+    rows = {
+        point: _expand_point(
+            point, _plugin_set(plugins.get(point), f"{pp}.{point}", registry), multi, registry
+        )
+        for point in POINTS
+    }
+    args = plugin_args(m.get("pluginConfig"), f"{path}.pluginConfig", registry)
+
+    def spec(e: _Entry, point: str) -> PluginSpec:
+        weight = (e.weight or 1) if point == "score" else 1
+        a, a_path = args.get(e.name, ({}, ""))
+        return PluginSpec(e.name, weight, a, a_path)
+
+    specs = MappingProxyType(
+        {point: tuple(spec(e, point) for e in row) for point, row in rows.items()}
+    )
+    total = sum(s.weight * MAX_NODE_SCORE for s in specs["score"])
+    if total > MAX_TOTAL_SCORE:
+        raise ConfigError(f"{pp}.score", "total score of Score plugins could overflow")
+    sorts = specs["queueSort"]
+    if len(sorts) != 1:
+        got = ", ".join(f'"{s.name}"' for s in sorts)
+        raise ConfigError(
+            f"{pp}.queueSort",
+            f"exactly one queueSort plugin must be enabled, got {len(sorts)}"
+            + (f": {got}" if got else ""),
+        )
+    if not specs["bind"]:
+        raise ConfigError(f"{pp}.bind", "at least one bind plugin must be enabled")
+    return ProfileConfig(name, specs, percentage)
