@@ -72,8 +72,10 @@ def _quality_probe(s: Scheduler, q: Quality) -> None:
     """Wrap `s.pods.schedule_pod` to re-score each decision against full scoring."""
     inner = s.pods.schedule_pod
 
-    def probed(profile: Any, state: CycleState, pod: Any, post_filter: bool = True) -> Any:
-        result = inner(profile, state, pod, post_filter)
+    def probed(
+        profile: Any, state: CycleState, pod: Any, post_filter: bool = True, **kw: Any
+    ) -> Any:
+        result = inner(profile, state, pod, post_filter, **kw)
         if isinstance(result, ScheduleResult):
             snap = s.snapshot
             st = CycleState()
