@@ -46,6 +46,7 @@ from troupe.api.types import (
     Workload,
 )
 from troupe.clock import Clock
+from troupe.dra.store import DeviceStore
 from troupe.snapshot import (
     NodeTable,
     Snapshot,
@@ -93,6 +94,7 @@ class Cache:
         self.assumed_ttl = assumed_ttl
         self.table = NodeTable()
         self.volumes = VolumeStore()
+        self.devices = DeviceStore()
         self._pods: dict[PodKey, _PodState] = {}
         self._nodes: dict[str, Node] = {}
         self._on_missing_node: dict[str, set[PodKey]] = {}

@@ -77,6 +77,17 @@ class ClusterClient(Protocol):
         """Merge-patch a PersistentVolumeClaim (`key` is ns/name; the
         selected-node annotation), as `patch_persistent_volume`."""
 
+    async def read_resource_claim(self, key: str) -> Mapping[str, Any] | None:
+        """The ResourceClaim `key` (ns/name) as the API has it now, or None."""
+        ...
+
+    async def patch_resource_claim(
+        self, key: str, patch: Mapping[str, Any], status: bool = False
+    ) -> Mapping[str, Any]:
+        """Merge-patch a ResourceClaim (its status subresource when `status`);
+        a resourceVersion in the patch is a precondition (Conflict)."""
+        ...
+
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         """Set status.nominatedNodeName, or clear it (None)."""
         ...
@@ -122,6 +133,10 @@ class InMemoryCluster:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_volume_write: Callable[[str, dict[str, Any]], None] | None = None
     volume_writes: int = 0
+    # ResourceClaims by ns/name; `on_claim_write(object)` after each write.
+    resource_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_claim_write: Callable[[dict[str, Any]], None] | None = None
+    claim_writes: int = 0
     # Called after a delete with the pod's key and the grace period in effect; the
     # pod keeps its deletionTimestamp until the caller removes it (as a kubelet would).
     on_pod_deleted: Callable[[PodKey, int], None] | None = None
@@ -193,6 +208,37 @@ class InMemoryCluster:
         store[key] = new
         if self.on_volume_write is not None:
             self.on_volume_write(kind, new)
+        return new
+
+    async def read_resource_claim(self, key: str) -> Mapping[str, Any] | None:
+        return self.resource_claims.get(key)
+
+    async def patch_resource_claim(
+        self, key: str, patch: Mapping[str, Any], status: bool = False
+    ) -> Mapping[str, Any]:
+        obj = self.resource_claims.get(key)
+        if obj is None:
+            raise NotFound(key)
+        md = obj.get("metadata") or {}
+        want = (patch.get("metadata") or {}).get("resourceVersion")
+        if want is not None and str(want) != str(md.get("resourceVersion", "")):
+            raise Conflict(f"ResourceClaim {key}: the object has been modified")
+        # The status subresource takes only status; the object, everything else.
+        part = (
+            {"status": patch.get("status")}
+            if status
+            else {k: v for k, v in patch.items() if k != "status"}
+        )
+        new = merge_patch(obj, part)
+        new.setdefault("metadata", {})["resourceVersion"] = str(
+            int(str(md.get("resourceVersion") or 0)) + 1
+        )
+        if not new["metadata"].get("finalizers"):
+            new["metadata"].pop("finalizers", None)
+        self.resource_claims[key] = new
+        self.claim_writes += 1
+        if self.on_claim_write is not None:
+            self.on_claim_write(new)
         return new
 
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:

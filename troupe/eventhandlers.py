@@ -35,6 +35,7 @@ from troupe.context import (
     pod_ref,
     pod_scheduled_condition,
 )
+from troupe.dra.types import parse_dra_object
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -149,6 +150,19 @@ class EventHandlers:
             return
         self.invalid.pop(new.key if hasattr(new, "key") else new.name, None)
         old = self.cache.volumes.set(new, deleted)
+        action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
+        self.ctx.emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
+        self.ctx.notify()
+
+    def on_dra_object(self, kind: str, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A ResourceClaim, ResourceSlice or DeviceClass (`kind`, resource.k8s.io/v1),
+        into the device store."""
+        new = parse_dra_object(kind, obj)
+        if isinstance(new, InvalidObject):
+            self._report_invalid(new)
+            return
+        self.invalid.pop(new.key, None)
+        old = self.cache.devices.set(new, deleted)
         action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
         self.ctx.emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)
         self.ctx.notify()

@@ -54,6 +54,7 @@ from troupe.api.storage import STORAGE_PARSERS
 from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 from troupe.clock import RealClock
 from troupe.config import SchedulerConfig
+from troupe.dra.types import DRA_KINDS
 from troupe.kube import (
     WATCHED,
     Credentials,
@@ -91,6 +92,7 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "StatefulSet": on_workload,
         "ReplicationController": on_workload,
         **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
+        **{kind: functools.partial(scheduler.on_dra_object, kind) for kind in DRA_KINDS},
         "PodDisruptionBudget": scheduler.on_pdb,
     }
 

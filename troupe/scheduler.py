@@ -107,6 +107,7 @@ class Scheduler:
             rng=rng,
             snapshot=lambda: snapshot,
             volumes=cache.volumes,
+            devices=cache.devices,
             activate=lambda keys: self.ctx.activate(keys),
             spawn=lambda coro: self.ctx.spawn(coro),
             failure=lambda key: self.ctx.records.failure(key),
@@ -176,6 +177,7 @@ class Scheduler:
         self.on_pdb = ev.on_pdb
         self.on_namespace = ev.on_namespace
         self.on_volume_object = ev.on_volume_object
+        self.on_dra_object = ev.on_dra_object
         self.handles = ev.handles
         self.enable_writes = ev.enable_writes
 

@@ -64,8 +64,11 @@ from troupe.api.types import (
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
 from troupe.config import SchedulerConfig
+from troupe.dra.controller import claim_from_template, pending_template_claims, record_claim
+from troupe.dra.types import DRA_KINDS, RESOURCE_API
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
+from troupe.plugins.dynamic_resources import claim_devices
 from troupe.scheduler import Scheduler
 from troupe.snapshot import NodeTable
 from troupe.topology import group_placement, has_topology
@@ -78,7 +81,10 @@ POD_GROUP_API_GROUPS = (
     *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
 )
 STORAGE_KINDS = tuple(STORAGE_PARSERS)
-KINDS = OBJECT_KINDS
+# The scheduler does not watch ResourceClaimTemplates; the simulated
+# resourceclaim controller reads them.
+KINDS = (*OBJECT_KINDS, "ResourceClaimTemplate")
+DRA_INPUT_KINDS: Final = (*DRA_KINDS, "ResourceClaimTemplate")
 # The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
 _PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
 _PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
@@ -218,6 +224,11 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         raise InputError(
             f"{where}: PodDisruptionBudget apiVersion {doc.get('apiVersion')!r} is not policy/v1"
         )
+    if kind in DRA_INPUT_KINDS and doc.get("apiVersion") != RESOURCE_API:
+        raise InputError(
+            f"{where}: {kind} apiVersion {doc.get('apiVersion')!r} is not {RESOURCE_API} "
+            "(convert older versions with kubectl convert or re-export from a 1.34+ cluster)"
+        )
     if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
         raise InputError(
             f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
@@ -317,6 +328,7 @@ class Simulation:
         self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
         self.cluster.on_pod_bound = self._bound
         self.volumes: VolumeControllers | None = None
+        self.claim_templates: dict[str, dict[str, Any]] = {}
         self.cluster.on_pod_deleted = self._deleted
         # Pods removed after their grace period: (object, node it was on).
         self.removed: dict[str, tuple[dict[str, Any], str | None]] = {}
@@ -365,6 +377,7 @@ class Simulation:
             self.cluster.pod_groups[_group_key(o)] = o
             s.on_pod_group(o)
         self._load_storage(by_kind)
+        self._load_devices(by_kind)
         for o in by_kind["PodDisruptionBudget"]:
             s.on_pdb(o)
         order: list[str] = []
@@ -386,8 +399,48 @@ class Simulation:
                 pending.append((str(ts or ""), i, o))
         pending.sort(key=lambda t: (t[0] == "", t[0], t[1]))
         for _, _, o in pending:
+            self._create_claims(o)
             s.on_pod(o)
         return order
+
+    def _load_devices(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
+        """DeviceClasses, ResourceSlices and ResourceClaims into the device store
+        (claims also into the cluster, which takes the scheduler's writes)."""
+        feed = self.scheduler.on_dra_object
+        for kind in DRA_KINDS:
+            for o in by_kind[kind]:
+                if kind == "ResourceClaim":
+                    self.cluster.resource_claims[_key(o)] = o
+                feed(kind, o)
+        self.claim_templates = {_key(o): o for o in by_kind["ResourceClaimTemplate"]}
+        self.cluster.on_claim_write = lambda o: feed("ResourceClaim", o)
+
+    def _create_claims(self, pod: dict[str, Any]) -> None:
+        """The resourceclaim controller's part: the pod's claims from templates
+        created (with the pod as owner) and recorded in its status."""
+        if not self.claim_templates:
+            return
+        ns = str((pod.get("metadata") or {}).get("namespace") or "default")
+        for pod_claim, template in pending_template_claims(pod):
+            t = self.claim_templates.get(f"{ns}/{template}")
+            if t is None:
+                continue  # as the controller: nothing to create from; the pod waits
+            claim = claim_from_template(pod, pod_claim, t)
+            key = f"{ns}/{claim['metadata']['name']}"
+            claim["metadata"].setdefault("uid", str(uuid.uuid5(_UID_NAMESPACE, "claim/" + key)))
+            claim["metadata"].setdefault("resourceVersion", "1")
+            self.cluster.resource_claims[key] = claim
+            self.scheduler.on_dra_object("ResourceClaim", claim)
+            record_claim(pod, pod_claim, str(claim["metadata"]["name"]))
+
+    def _devices_of(self, obj: Mapping[str, Any]) -> dict[str, list[str]]:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or not spec.get("resourceClaims"):
+            return {}
+        pod = parse_pod(obj)
+        if not isinstance(pod, Pod):
+            return {}
+        return claim_devices(self.scheduler.cache.devices, pod)
 
     def _load_storage(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
         """Storage objects into the cluster and the volume store; the simulated
@@ -539,6 +592,9 @@ class Simulation:
                 vols = self._volumes_of(obj)
                 if vols:
                     pods[k]["volumes"] = vols
+                devices = self._devices_of(obj)
+                if devices:
+                    pods[k]["devices"] = devices
                 continue
             wp = s.waiting_pods.get(PodKey(k))
             reason = s.last_failure.get(PodKey(k))

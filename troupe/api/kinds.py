@@ -40,6 +40,10 @@ WATCHED: Final = {
     "CSINode": ("storage.k8s.io", "v1", "csinodes"),
     "CSIDriver": ("storage.k8s.io", "v1", "csidrivers"),
     "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities"),
+    # Dynamic Resource Allocation: classes and slices before the claims that use them.
+    "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses"),
+    "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices"),
+    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
     "PodGroup": (POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups"),
     # Kubernetes' own PodGroups: the operator watches the one version discovery finds.
     **{native_kind(v): (NATIVE_POD_GROUP_API, v, "podgroups") for v in NATIVE_POD_GROUP_VERSIONS},
@@ -56,6 +60,8 @@ CLUSTER_SCOPED: Final = frozenset(
         "StorageClass",
         "CSINode",
         "CSIDriver",
+        "DeviceClass",
+        "ResourceSlice",
     }
 )
 

@@ -25,6 +25,7 @@ from troupe.api.types import (
 )
 from troupe.clock import Clock
 from troupe.cluster import ClusterClient
+from troupe.dra.store import DeviceStore
 from troupe.framework.events import ClusterEvent
 from troupe.framework.features import Features
 from troupe.framework.filtering import FilterRunner
@@ -82,6 +83,8 @@ class Handle:
     snapshot: Callable[[], NodeTable] = _no_snapshot
     # Storage objects and assumed volume bindings (the cache's VolumeStore).
     volumes: VolumeStore = field(default_factory=VolumeStore)
+    # DeviceClasses, ResourceSlices, ResourceClaims and assumed allocations.
+    devices: DeviceStore = field(default_factory=DeviceStore)
     # Move pods back to the active queue (e.g. a gang's members after a change).
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
     # Plugins append watchers in `new()`; see EventWatcher.

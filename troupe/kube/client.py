@@ -311,6 +311,39 @@ class KubeClient:
         obj = json.loads(resp.data or b"{}")
         return obj if isinstance(obj, dict) else {}
 
+    async def read_resource_claim(self, key: str) -> Mapping[str, Any] | None:
+        ns, name = _split(key)
+        resource = k8s.ResourceV1Api(self.api)
+        try:
+            resp: Any = await self.call(
+                f"get ResourceClaim {key}",
+                lambda t: resource.read_namespaced_resource_claim(
+                    name, ns, _preload_content=False, _request_timeout=t
+                ),
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise api_error(e) from None
+        obj = json.loads(resp.data or b"{}")
+        return obj if isinstance(obj, dict) else None
+
+    async def patch_resource_claim(
+        self, key: str, patch: Mapping[str, Any], status: bool = False
+    ) -> Mapping[str, Any]:
+        """A fenced merge patch of a ResourceClaim (DynamicResources' PreBind)."""
+        ns, name = _split(key)
+        path = f"/apis/resource.k8s.io/v1/namespaces/{_seg(ns)}/resourceclaims/{_seg(name)}"
+        what = f"patch ResourceClaim {key}{' status' if status else ''}"
+        try:
+            data = await self.writes.send(
+                what, "PATCH", path + ("/status" if status else ""), patch, self.fence, MERGE_PATCH
+            )
+        except k8s.ApiException as e:
+            raise typed(e, key) from None
+        obj = json.loads(data or b"{}")
+        return obj if isinstance(obj, dict) else {}
+
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         try:
             await self._patch_pod_status(

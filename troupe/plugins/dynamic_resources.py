@@ -1,22 +1,54 @@
-"""DynamicResources: pods that claim devices through Dynamic Resource
-Allocation (spec.resourceClaims, resource.k8s.io) are never bound without them.
+"""DynamicResources: devices claimed through Dynamic Resource Allocation
+(spec.resourceClaims, resource.k8s.io/v1), allocated as kube-scheduler's
+plugin of that name does.
 
-kube-scheduler's DynamicResources allocates the claims of a pod on the node it
-picks and writes the allocation before binding. Until Troupe's allocator is in,
-this plugin keeps such a pod out of the active queue at PreEnqueue with a
-reason that names the field, rather than letting the other plugins place it on
-a node that would leave it hanging in ContainerCreating. A pod whose claim is
-still to be created from a template waits with kube-scheduler's text for that
-case; the update that gives it the claim (status.resourceClaimStatuses) is
-registered, so the reason stays current.
+- PreEnqueue: each of the pod's claims exists (a claim from a template is
+  created by the resourceclaim controller, not by the scheduler: the pod waits
+  for it with kube's text), is not being deleted, belongs to the pod when it
+  came from a template, and uses nothing Troupe cannot allocate yet.
+- PreFilter: the claims already allocated must be usable by one more pod
+  (`reservedFor` holds at most 256); the others need a DeviceClass that exists.
+- Filter: an allocated claim's node selector admits the node
+  ("resourceclaim not available on the node"); the unallocated ones are
+  allocated on the node by the structured allocator (troupe.dra.allocator),
+  else "cannot allocate all claims".
+- Reserve: the allocation for the chosen node is made again against what is
+  in use now (another pod of the same cycle, a gang's member, may have taken
+  devices since Filter) and assumed in the device store, with the pod in
+  `reservedFor`: no other pod is given those devices while it is written.
+- Unreserve: the assumption goes; what PreBind already wrote is undone.
+- PreBind: the claim gets the finalizer kube's scheduler puts on claims it
+  allocates, then `status.allocation` and `status.reservedFor` (a claim
+  allocated already only gets the pod added to `reservedFor`). Writes carry
+  the resourceVersion they were based on; on a conflict the claim is read
+  again and the write retried if it still holds.
+
+The queueing hints wake a pod when one of its claims is added or changes, when
+any claim gives up its devices, and when a ResourceSlice or DeviceClass is
+added or changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from troupe.api.types import Pod
+from troupe.api.selectors import node_selector_matches
+from troupe.api.types import InvalidObject, Pod, PodKey
+from troupe.cluster import Conflict, NotFound
+from troupe.dra.allocator import CANNOT_ALLOCATE, AllocationError, allocate
+from troupe.dra.store import DeviceStore
+from troupe.dra.types import (
+    FINALIZER,
+    RESERVED_FOR_MAX,
+    Allocation,
+    Consumer,
+    ResourceClaim,
+    parse_dra_object,
+)
+from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -24,10 +56,27 @@ from troupe.framework.events import (
     EventResource,
     QueueingHint,
 )
-from troupe.framework.interface import EnqueueExtensions, NoArgs, PreEnqueuePlugin
-from troupe.framework.status import SUCCESS, Code, Status
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
+    NodeFilterPlugin,
+    PluginArgsError,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
+from troupe.snapshot import NodeTable
+
+log = logging.getLogger(__name__)
 
 NAME: Final = "DynamicResources"
+_STATE_KEY: Final = "PreFilter" + NAME
+NOT_AVAILABLE: Final = "resourceclaim not available on the node"
+IN_USE: Final = "resourceclaim in use"
+_WRITE_ATTEMPTS: Final = 5
 
 
 def claim_name(pod: Pod, index: int) -> str | None:
@@ -47,27 +96,282 @@ def not_created_message(pod: Pod, index: int) -> str:
     return f'waiting for dynamic resource controller to create the resourceclaim "{what}"'
 
 
-class DynamicResources(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
+def pod_claims(store: DeviceStore, pod: Pod) -> tuple[list[ResourceClaim], str]:
+    """The pod's claims from the store, or why they cannot be used (kube's
+    texts); one claim named twice is listed once."""
+    out: list[ResourceClaim] = []
+    seen: set[str] = set()
+    for i, c in enumerate(pod.resource_claims):
+        name = claim_name(pod, i)
+        if name is None:
+            return [], not_created_message(pod, i)
+        claim = store.claim(f"{pod.namespace}/{name}")
+        if claim is None:
+            return [], f'resourceclaim.resource.k8s.io "{name}" not found'
+        if claim.deleting:
+            return [], f'resourceclaim "{name}" is being deleted'
+        if c.template_name and claim.owner_pod_uid != pod.uid:
+            return [], (
+                f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod "
+                f"{pod.namespace}/{pod.name} (pod is not owner)"
+            )
+        if claim.unsupported and claim.allocation is None:
+            return [], (
+                f'resourceclaim "{name}": {claim.unsupported} is not supported by Troupe yet; '
+                "the pod waits rather than run without its devices"
+            )
+        if claim.key not in seen:
+            seen.add(claim.key)
+            out.append(claim)
+    return out, ""
+
+
+@dataclass(slots=True)
+class _State:
+    allocated: list[ResourceClaim]
+    pending: list[ResourceClaim]
+    # Reserve: the claims assumed (key -> version assumed) and the allocations made.
+    assumed: dict[str, ResourceClaim] = field(default_factory=dict)
+    allocations: dict[str, Allocation] = field(default_factory=dict)
+    # PreBind: what was written (claim key -> whether the allocation was ours).
+    written: dict[str, bool] = field(default_factory=dict)
+
+
+class DynamicResources(
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    NodeFilterPlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    EnqueueExtensions,
+):
     NAME: Final = NAME
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.store: DeviceStore = handle.devices
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> DynamicResources:
+        for k in args:
+            raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
+        return cls(handle)
+
+    # ---- PreEnqueue / PreFilter ------------------------------------------------------
 
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.resource_claims:
             return SUCCESS
-        for i, c in enumerate(pod.resource_claims):
-            if c.template_name and claim_name(pod, i) is None:
-                return Status(
-                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (not_created_message(pod, i),), NAME
+        _, why = pod_claims(self.store, pod)
+        if why:
+            return unresolvable(why, plugin=NAME)
+        return SUCCESS
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        if not pod.resource_claims:
+            return None, SKIP
+        claims, why = pod_claims(self.store, pod)
+        if why:
+            return None, unresolvable(why, plugin=NAME)
+        allocated, pending = [], []
+        for c in claims:
+            if c.allocation is not None:
+                if not c.reserved_for_pod(pod.uid) and len(c.reserved_for) >= RESERVED_FOR_MAX:
+                    return None, unresolvable(IN_USE, plugin=NAME)
+                allocated.append(c)
+            else:
+                for r in c.requests:
+                    for alt in r.alternatives:
+                        if self.store.device_class(alt.device_class) is None:
+                            return None, unresolvable(
+                                f"request {alt.name}: device class {alt.device_class} "
+                                "does not exist",
+                                plugin=NAME,
+                            )
+                pending.append(c)
+        state.write(_STATE_KEY, _State(allocated, pending))
+        return None, SUCCESS
+
+    # ---- Filter ----------------------------------------------------------------------
+
+    def filter_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> Status:
+        s = state.read(_STATE_KEY, _State)
+        name = nodes.names[row]
+        node = nodes.node_objs[row]
+        labels = node.labels if node is not None else {}
+        for c in s.allocated:
+            sel = c.allocation.node_selector if c.allocation is not None else None
+            if sel is not None and not node_selector_matches(sel, labels, name):
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
+        if not s.pending:
+            return SUCCESS
+        try:
+            got = allocate(self.store, s.pending, name, labels)
+        except AllocationError as e:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
+        if got is None:
+            return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+        return SUCCESS
+
+    # ---- Reserve / Unreserve ---------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node: str) -> Status:
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State):
+            return SUCCESS
+        pending = [self.store.claim(c.key) or c for c in s.pending]
+        # A claim allocated since PreFilter (a gang's member that shares it).
+        fresh = [c for c in pending if c.allocation is None]
+        allocations: list[Allocation] = []
+        if fresh:
+            snapshot = self.handle.snapshot()
+            row = snapshot.row_of.get(node)
+            node_obj = snapshot.node_objs[row] if row is not None else None
+            labels = node_obj.labels if node_obj is not None else {}
+            try:
+                got = allocate(self.store, fresh, node, labels)
+            except AllocationError as e:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
+            if got is None:
+                return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+            allocations = got
+        for c, a in zip(fresh, allocations, strict=True):
+            s.allocations[c.key] = a
+            self._assume(s, replace(c, allocation=a), pod)
+        for c in [*s.allocated, *(c for c in pending if c.allocation is not None)]:
+            self._assume(s, self.store.claim(c.key) or c, pod)
+        return SUCCESS
+
+    def _assume(self, s: _State, claim: ResourceClaim, pod: Pod) -> None:
+        if not claim.reserved_for_pod(pod.uid):
+            claim = replace(
+                claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod.name, pod.uid))
+            )
+        s.assumed[claim.key] = claim
+        self.store.assume(claim)
+
+    def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State) or not s.assumed:
+            return
+        for key in s.assumed:
+            self.store.restore(key)
+        s.assumed = {}
+        if s.written:
+            written, s.written = s.written, {}
+            self.handle.spawn(self._undo(pod, written))
+
+    # ---- PreBind ---------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status:
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State) or not s.assumed:
+            return SUCCESS
+        for key in list(s.assumed):
+            ours = s.allocations.get(key)
+            try:
+                await self._write(pod, key, ours)
+            except Exception as e:
+                return error(f"binding claim {key}: {e}", plugin=NAME)
+            s.written[key] = ours is not None
+        return SUCCESS
+
+    async def _write(self, pod: Pod, key: str, ours: Allocation | None) -> None:
+        """The claim allocated (when `ours`) and reserved for the pod, retried
+        on a conflict against the claim as the API has it then."""
+        client = self.handle.client
+        base = self.store.api_claim(key)
+        obj: Mapping[str, Any] | None = None
+        for attempt in range(_WRITE_ATTEMPTS):
+            if base is None or attempt:
+                obj = await client.read_resource_claim(key)
+                if obj is None:
+                    raise NotFound(f"resourceclaim {key} is gone")
+                base = _read_claim(obj)
+            try:
+                await self._write_once(pod, base, ours)
+                return
+            except Conflict:
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise
+                log.info("conflict writing resourceclaim %s for %s; reading it again", key, pod.key)
+
+    async def _write_once(self, pod: Pod, base: ResourceClaim, ours: Allocation | None) -> None:
+        client = self.handle.client
+        rv = base.resource_version
+        status: dict[str, Any] = {}
+        if ours is not None:
+            if base.allocation is not None:
+                if base.allocation.results != ours.results:
+                    raise ValueError(
+                        f"resourceclaim {base.key} was allocated meanwhile by someone else"
+                    )
+            else:
+                if FINALIZER not in base.finalizers:
+                    got = await client.patch_resource_claim(
+                        base.key,
+                        {
+                            "metadata": {
+                                "resourceVersion": rv,
+                                "finalizers": [*base.finalizers, FINALIZER],
+                            }
+                        },
+                    )
+                    rv = str((got.get("metadata") or {}).get("resourceVersion") or rv)
+                status["allocation"] = dict(ours.raw)
+        elif base.allocation is None:
+            raise ValueError(f"resourceclaim {base.key} is no longer allocated")
+        if not base.reserved_for_pod(pod.uid):
+            if len(base.reserved_for) >= RESERVED_FOR_MAX:
+                raise ValueError(IN_USE)
+            status["reservedFor"] = [
+                *(_consumer_body(c) for c in base.reserved_for),
+                {"resource": "pods", "name": pod.name, "uid": pod.uid},
+            ]
+        if status:
+            await client.patch_resource_claim(
+                base.key, {"metadata": {"resourceVersion": rv}, "status": status}, status=True
+            )
+
+    async def _undo(self, pod: Pod, written: Mapping[str, bool]) -> None:
+        """What PreBind wrote for a pod that did not bind: the pod out of
+        `reservedFor` and, where the allocation was ours and nobody else uses
+        the claim, the allocation and the finalizer."""
+        client = self.handle.client
+        for key, allocated in written.items():
+            try:
+                obj = await client.read_resource_claim(key)
+                if obj is None:
+                    continue
+                c = _read_claim(obj)
+                if not c.reserved_for_pod(pod.uid):
+                    continue
+                rest = [_consumer_body(x) for x in c.reserved_for if x.uid != pod.uid]
+                status: dict[str, Any] = {"reservedFor": rest or None}
+                if allocated and not rest:
+                    status["allocation"] = None
+                got = await client.patch_resource_claim(
+                    key,
+                    {"metadata": {"resourceVersion": c.resource_version}, "status": status},
+                    status=True,
                 )
-        first = pod.resource_claims[0]
-        return Status(
-            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-            (
-                f'spec.resourceClaims[0] ("{first.name}"): devices claimed through Dynamic '
-                "Resource Allocation are not allocated by Troupe yet; the pod waits rather "
-                "than run without them",
-            ),
-            NAME,
-        )
+                if allocated and not rest and FINALIZER in c.finalizers:
+                    rv = str((got.get("metadata") or {}).get("resourceVersion") or "")
+                    await client.patch_resource_claim(
+                        key,
+                        {
+                            "metadata": {
+                                "resourceVersion": rv,
+                                "finalizers": [f for f in c.finalizers if f != FINALIZER],
+                            }
+                        },
+                    )
+            except Exception as e:
+                log.warning("could not undo the reservation of %s for %s: %s", key, pod.key, e)
+
+    # ---- queueing hints --------------------------------------------------------------
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def claim_created(pod: Pod, old: Any, new: Any) -> QueueingHint:
@@ -77,6 +381,26 @@ class DynamicResources(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
                 return QueueingHint.SKIP
             return QueueingHint.QUEUE
 
+        def claim_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            if not pod.resource_claims:
+                return QueueingHint.SKIP
+            claim = new if isinstance(new, ResourceClaim) else old
+            if not isinstance(claim, ResourceClaim):
+                return QueueingHint.QUEUE
+            if claim.namespace == pod.namespace and claim.name in _names(pod):
+                return QueueingHint.QUEUE
+            # Another pod's claim: only devices it gives up matter.
+            freed = (
+                isinstance(old, ResourceClaim)
+                and old.allocation is not None
+                and (not isinstance(new, ResourceClaim) or new.allocation is None)
+            )
+            return QueueingHint.QUEUE if freed else QueueingHint.SKIP
+
+        def devices_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            return QueueingHint.QUEUE if pod.resource_claims else QueueingHint.SKIP
+
+        every = ActionType.ADD | ActionType.UPDATE
         return [
             ClusterEventWithHint(
                 ClusterEvent(
@@ -84,5 +408,47 @@ class DynamicResources(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
                     ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM | ActionType.UPDATE,
                 ),
                 claim_created,
-            )
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.RESOURCE_CLAIM, every | ActionType.DELETE),
+                claim_changed,
+            ),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.RESOURCE_SLICE, every), devices_changed
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, every), devices_changed),
         ]
+
+
+def _read_claim(obj: Mapping[str, Any]) -> ResourceClaim:
+    c = parse_dra_object("ResourceClaim", obj)
+    if isinstance(c, InvalidObject):
+        raise ValueError(c.message)
+    assert isinstance(c, ResourceClaim)
+    return c
+
+
+def _names(pod: Pod) -> set[str]:
+    return {n for i in range(len(pod.resource_claims)) if (n := claim_name(pod, i))}
+
+
+def _consumer_body(c: Consumer) -> dict[str, str]:
+    body = {"resource": c.resource, "name": c.name, "uid": c.uid}
+    if c.api_group:
+        body["apiGroup"] = c.api_group
+    return body
+
+
+def claim_devices(store: DeviceStore, pod: Pod) -> dict[str, list[str]]:
+    """The devices allocated to each of the pod's claims, by the pod's claim
+    name ("driver/pool/device"), for reports."""
+    out: dict[str, list[str]] = {}
+    for i, c in enumerate(pod.resource_claims):
+        name = claim_name(pod, i)
+        claim = store.claim(f"{pod.namespace}/{name}") if name else None
+        if claim is not None and claim.allocation is not None:
+            out[c.name] = [str(r.device_id) for r in claim.allocation.results]
+    return out
+
+
+__all__ = ["NAME", "DynamicResources", "PodKey", "claim_devices", "claim_name"]

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.builders import make_node, make_pod
+from tests.unit.plugins.conftest import make_handle
 from troupe.api.parse import parse_pod
 from troupe.api.types import InvalidObject, Pod
 from troupe.config import default_config
@@ -48,14 +49,15 @@ def test_a_claiming_pod_is_not_bound_to_a_node_without_devices() -> None:
     assert out["default/from-template"]["reason"] == (
         'waiting for dynamic resource controller to create the resourceclaim "from-template-gpu"'
     )
-    for name in ("created", "named"):
-        assert out[f"default/{name}"]["node"] is None
-        assert out[f"default/{name}"]["reason"].startswith('spec.resourceClaims[0] ("gpu"): ')
+    assert out["default/created"]["reason"] == (
+        'resourceclaim.resource.k8s.io "created-gpu-x7k2p" not found'
+    )
+    assert out["default/named"]["reason"] == 'resourceclaim.resource.k8s.io "shared-gpu" not found'
 
 
 def test_the_claim_being_created_requeues_the_pod() -> None:
-    plugin = DynamicResources()
-    (event,) = plugin.events_to_register()
+    plugin = DynamicResources(make_handle())
+    event = plugin.events_to_register()[0]
     old = parse_pod(claiming("p", {"name": "gpu", "resourceClaimTemplateName": "t"}), {})
     new = parse_pod(
         claiming(
@@ -69,7 +71,7 @@ def test_the_claim_being_created_requeues_the_pod() -> None:
     assert event.hint is not None
     assert event.hint(old, old, new) == QueueingHint.QUEUE
     assert event.hint(old, old, old) == QueueingHint.SKIP
-    assert not plugin.pre_enqueue(new).is_success
+    assert plugin.pre_enqueue(new).message == 'resourceclaim.resource.k8s.io "p-gpu-1" not found'
     assert "waiting for dynamic resource controller" in plugin.pre_enqueue(old).message
 
 

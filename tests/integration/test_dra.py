@@ -1,0 +1,89 @@
+"""Devices through the deployed path: a DeviceClass, a driver's ResourceSlice, a
+ResourceClaim and a pod that claims it, applied with the real kubectl;
+`troupe run --kubeconfig` allocates a device, writes the claim's finalizer,
+allocation and reservedFor, and binds the pod where the device is."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apiserver import ApiServer
+from apiserver.kubectl import KUBECTL, Kubectl
+from apiserver.replica import Troupe, until
+from tests.builders import make_node
+
+pytestmark = pytest.mark.skipif(
+    not KUBECTL.exists(), reason=f"kubectl not installed at {KUBECTL} (run `make install`)"
+)
+
+MANIFEST = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu.example.com}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0
+    attributes: {model: {string: a100}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  schedulerName: troupe-scheduler
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
+  resourceClaims: [{name: gpu, resourceClaimName: gpu}]
+"""
+
+
+@pytest.fixture
+def api() -> Iterator[ApiServer]:
+    srv = ApiServer()
+    with srv.start_in_thread():
+        yield srv
+
+
+def test_a_pod_claiming_a_device_is_bound_where_it_is_and_the_claim_allocated(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    for i in range(3):
+        api.create(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj())
+    kubectl = Kubectl(api, tmp_path)
+    kubectl.apply(MANIFEST)
+    with Troupe(tmp_path, kubeconfig=kubectl.kubeconfig) as t:
+        t.wait_ready()
+
+        def node() -> str | None:
+            p = json.loads(kubectl("get", "pod", "trainer", "-o", "json"))
+            return p["spec"].get("nodeName") or None
+
+        assert until(node, what="the pod bound") == "n1"
+        claim = json.loads(kubectl("get", "resourceclaim", "gpu", "-o", "json"))
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    assert claim["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}
+    ]
+    (consumer,) = claim["status"]["reservedFor"]
+    assert (consumer["resource"], consumer["name"]) == ("pods", "trainer")

@@ -1,0 +1,363 @@
+"""Dynamic Resource Allocation through the whole pipeline (`troupe simulate`'s
+Simulation: the real scheduler, the in-memory cluster, the resourceclaim
+controller played): what kube-scheduler's DynamicResources and the structured
+allocator do, pod by pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.dra_helpers import (
+    DRIVER,
+    claim,
+    device,
+    device_class,
+    node,
+    placed,
+    pod,
+    request,
+    run,
+    slice_,
+    template,
+)
+from troupe.dra.types import FINALIZER
+
+
+def gpus(node_name: str, n: int, **attrs: Any) -> dict[str, Any]:
+    return slice_(
+        f"{node_name}-gpus", *(device(f"gpu-{i}", **attrs) for i in range(n)), node=node_name
+    )
+
+
+def test_each_pod_gets_its_own_device_and_the_claim_records_it() -> None:
+    sim, result = run(
+        [
+            node("n0"),
+            node("n1"),
+            device_class(),
+            gpus("n0", 2),
+            template("gpu", request()),
+            *(pod(f"p{i}", template="gpu") for i in range(3)),
+        ]
+    )
+    got = placed(result)
+    assert got["p0"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-0"]})
+    assert got["p1"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-1"]})
+    assert got["p2"][0] is None
+    reason = result.to_json_obj()["pods"]["default/p2"]["reason"]
+    assert reason.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
+    # The claim the controller made for p0: allocated on n0, reserved for p0.
+    (c,) = [c for k, c in sim.cluster.resource_claims.items() if k.startswith("default/p0-gpu-")]
+    assert FINALIZER in c["metadata"]["finalizers"]
+    alloc = c["status"]["allocation"]
+    assert alloc["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0"}
+    ]
+    assert alloc["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"] == [
+        {"key": "metadata.name", "operator": "In", "values": ["n0"]}
+    ]
+    assert c["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "p0", "uid": "uid-default-p0"}
+    ]
+    owner = c["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Pod", "uid-default-p0", True)
+
+
+def test_a_pod_without_its_template_claim_waits_for_the_controller() -> None:
+    _, result = run([node("n0"), device_class(), gpus("n0", 1), pod("p", template="missing")])
+    assert result.to_json_obj()["pods"]["default/p"]["reason"] == (
+        'waiting for dynamic resource controller to create the resourceclaim "p-gpu"'
+    )
+
+
+def test_a_named_claim_that_does_not_exist_is_reported_by_name() -> None:
+    _, result = run([node("n0"), device_class(), gpus("n0", 1), pod("p", claim="nope")])
+    assert result.to_json_obj()["pods"]["default/p"]["reason"] == (
+        'resourceclaim.resource.k8s.io "nope" not found'
+    )
+
+
+def test_a_shared_claim_is_allocated_once_and_reserved_for_every_pod() -> None:
+    sim, result = run(
+        [
+            node("n0"),
+            node("n1"),
+            device_class(),
+            gpus("n1", 1),
+            claim("shared", request()),
+            pod("a", claim="shared"),
+            pod("b", claim="shared"),
+        ]
+    )
+    got = placed(result)
+    assert got["a"] == ("n1", {"gpu": [f"{DRIVER}/n1/gpu-0"]})
+    assert got["b"] == ("n1", {"gpu": [f"{DRIVER}/n1/gpu-0"]})
+    c = sim.cluster.resource_claims["default/shared"]
+    assert [r["name"] for r in c["status"]["reservedFor"]] == ["a", "b"]
+    assert len(c["status"]["allocation"]["devices"]["results"]) == 1
+
+
+def test_selectors_of_the_class_and_the_request_are_cel_with_quantities() -> None:
+    big = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) > 0'
+    _, result = run(
+        [
+            node("n0"),
+            node("n1"),
+            device_class(),
+            slice_("s0", device("small", memory="40Gi"), node="n0"),
+            slice_("s1", device("large", memory="80Gi"), node="n1"),
+            template("big", request("gpu", None, big)),
+            pod("p", template="big"),
+        ]
+    )
+    assert placed(result)["p"] == ("n1", {"gpu": [f"{DRIVER}/n1/large"]})
+
+
+def test_match_attribute_keeps_the_devices_of_a_request_on_one_value() -> None:
+    # Two GPUs of model a and one of model b; two pods each want 2 of one model:
+    # the first takes the two a's; the second cannot pair the lone b.
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            slice_(
+                "s",
+                device("a1", model="a"),
+                device("b1", model="b"),
+                device("a2", model="a"),
+                node="n0",
+            ),
+            template(
+                "pair",
+                request("gpu", 2),
+                constraints=[{"requests": ["gpu"], "matchAttribute": f"{DRIVER}/model"}],
+            ),
+            pod("p", template="pair"),
+            pod("q", template="pair"),
+        ]
+    )
+    got = placed(result)
+    assert got["p"] == ("n0", {"gpu": [f"{DRIVER}/n0/a1", f"{DRIVER}/n0/a2"]})
+    assert got["q"][0] is None
+
+
+def test_all_mode_takes_every_matching_device_and_needs_them_free() -> None:
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            gpus("n0", 3),
+            template(
+                "all",
+                {"name": "gpu", "exactly": {"deviceClassName": DRIVER, "allocationMode": "All"}},
+            ),
+            template("one", request()),
+            pod("whole", template="all"),
+            pod("late", template="one"),
+        ]
+    )
+    got = placed(result)
+    assert got["whole"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-{i}" for i in range(3)]})
+    assert got["late"][0] is None
+
+
+def test_first_available_takes_the_first_alternative_that_fits() -> None:
+    req = {
+        "name": "gpu",
+        "firstAvailable": [
+            {
+                "name": "big",
+                "deviceClassName": DRIVER,
+                "selectors": [
+                    {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "h100"'}}
+                ],
+            },
+            {"name": "small", "deviceClassName": DRIVER, "count": 2},
+        ],
+    }
+    sim, result = run(
+        [
+            node("n0"),
+            device_class(),
+            gpus("n0", 2, model="a100"),
+            template("t", req),
+            pod("p", template="t"),
+        ]
+    )
+    assert placed(result)["p"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-0", f"{DRIVER}/n0/gpu-1"]})
+    (c,) = sim.cluster.resource_claims.values()
+    assert {r["request"] for r in c["status"]["allocation"]["devices"]["results"]} == {"gpu/small"}
+
+
+def test_admin_access_takes_a_device_in_use_without_using_it_up() -> None:
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            gpus("n0", 1),
+            template("t", request()),
+            template("admin", request("gpu", None, admin=True)),
+            pod("user", template="t"),
+            pod("monitor", template="admin"),
+            pod("second", template="t"),
+        ]
+    )
+    got = placed(result)
+    assert got["user"][0] == "n0"
+    assert got["monitor"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-0"]})
+    assert got["second"][0] is None
+
+
+def test_a_tainted_device_needs_a_toleration() -> None:
+    taint = [{"key": "broken", "value": "yes", "effect": "NoSchedule"}]
+    tol = [{"key": "broken", "operator": "Exists", "effect": "NoSchedule"}]
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            slice_("s", device("gpu-0", taints=taint), node="n0"),
+            template("t", request()),
+            template("tolerant", request("gpu", None, tolerations=tol)),
+            pod("plain", template="t"),
+            pod("tolerant", template="tolerant"),
+        ]
+    )
+    got = placed(result)
+    assert got["plain"][0] is None
+    assert got["tolerant"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-0"]})
+
+
+def test_network_attached_devices_reach_the_nodes_their_slice_selects() -> None:
+    sel = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}
+        ]
+    }
+    sim, result = run(
+        [
+            node("n0", rack="r0"),
+            node("n1", rack="r1"),
+            device_class(),
+            slice_("fabric", device("nic-0"), pool="fabric", node_selector=sel),
+            template("t", request()),
+            pod("p", template="t"),
+        ]
+    )
+    assert placed(result)["p"] == ("n1", {"gpu": [f"{DRIVER}/fabric/nic-0"]})
+    (c,) = sim.cluster.resource_claims.values()
+    assert c["status"]["allocation"]["nodeSelector"] == sel
+
+
+def test_only_the_newest_generation_of_a_pool_is_used() -> None:
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            slice_("old", device("gone"), node="n0", pool="p", generation=1),
+            slice_("new", device("fresh"), node="n0", pool="p", generation=2),
+            template("t", request()),
+            pod("a", template="t"),
+            pod("b", template="t"),
+        ]
+    )
+    got = placed(result)
+    assert got["a"] == ("n0", {"gpu": [f"{DRIVER}/p/fresh"]})
+    assert got["b"][0] is None
+
+
+def test_a_selector_that_does_not_compile_gives_the_cel_error() -> None:
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            gpus("n0", 1),
+            template("t", request("gpu", None, "device.driver ==")),
+            pod("p", template="t"),
+        ]
+    )
+    reason = result.to_json_obj()["pods"]["default/p"]["reason"]
+    assert "selector #0: CEL compile error: ERROR: <input>:1:17: Syntax error" in reason
+
+
+def test_a_missing_device_class_is_named() -> None:
+    _, result = run(
+        [
+            node("n0"),
+            gpus("n0", 1),
+            template("t", request("gpu", None, cls="nope")),
+            pod("p", template="t"),
+        ]
+    )
+    assert (
+        "request gpu: device class nope does not exist"
+        in result.to_json_obj()["pods"]["default/p"]["reason"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("what", "obj_field"),
+    [
+        ("capacity", "spec.devices.requests[0].exactly.capacity"),
+        ("distinct", "spec.devices.constraints[0].distinctAttribute"),
+    ],
+)
+def test_what_troupe_cannot_allocate_yet_waits_with_the_field(what: str, obj_field: str) -> None:
+    req = request()
+    constraints = None
+    if what == "capacity":
+        req["exactly"]["capacity"] = {"requests": {"memory": "1Gi"}}
+    else:
+        constraints = [{"distinctAttribute": f"{DRIVER}/model"}]
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            gpus("n0", 2),
+            template("t", req, constraints=constraints),
+            pod("p", template="t"),
+        ]
+    )
+    reason = result.to_json_obj()["pods"]["default/p"]["reason"]
+    assert obj_field in reason and "not supported by Troupe yet" in reason
+
+
+def test_partitionable_devices_are_not_allocated_as_if_whole() -> None:
+    d = device("gpu-0")
+    d["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}]
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            slice_("s", d, node="n0"),
+            template("t", request()),
+            pod("p", template="t"),
+        ]
+    )
+    assert placed(result)["p"][0] is None
+
+
+def test_devices_in_flight_are_never_given_twice_within_a_gang() -> None:
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 3},
+    }
+    _, result = run(
+        [
+            node("n0"),
+            node("n1"),
+            device_class(),
+            gpus("n0", 2),
+            gpus("n1", 1),
+            group,
+            template("t", request()),
+            *(pod(f"m{i}", template="t", group="g") for i in range(3)),
+        ]
+    )
+    got = placed(result)
+    devices = [d for n, ds in got.values() for d in ds.get("gpu", [])]
+    assert sorted(n for n, _ in got.values() if n) == ["n0", "n0", "n1"]
+    assert len(devices) == len(set(devices)) == 3

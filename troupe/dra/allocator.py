@@ -1,0 +1,343 @@
+"""The structured-parameters allocator: devices for a pod's unallocated claims
+on one node, as kube's dynamic-resource-allocation/structured allocator picks
+them.
+
+For each claim in order, each request in order (a `firstAvailable` request
+tries its alternatives in the order given), the devices are taken from those
+published for the node (`DeviceStore.devices_for`) that
+
+- the request's DeviceClass selectors and the request's own selectors select
+  (CEL; an expression that fails on a device fails the allocation with its
+  error, as kube does),
+- are not in use by an allocated or in-flight claim, nor taken by an earlier
+  request of this allocation (admin access takes devices in use, and is not
+  counted as using them),
+- tolerate the device's NoSchedule and NoExecute taints.
+
+`ExactCount` takes `count` devices, `All` every matching device (at least one,
+none in use, and the pool must be complete). `matchAttribute` constraints hold
+across the devices of the requests they name (every request when none are
+named): each device has the attribute, all with one value. When a choice
+leaves a later request or a constraint unsatisfiable the search backs up and
+tries the next device, as kube's allocator does, within a bound on the steps
+taken (kube bounds it by time).
+
+A device or claim using a field the allocator does not handle yet (shared
+counters, consumable capacity, distinctAttribute...) is never allocated as if
+the field were not there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from troupe.api.selectors import parse_node_selector
+from troupe.api.taints import DO_NOT_SCHEDULE_EFFECTS
+from troupe.dra.cel import CelError
+from troupe.dra.store import DeviceStore, Published
+from troupe.dra.types import (
+    ALL,
+    Allocation,
+    AllocationResult,
+    AttributeValue,
+    DeviceClass,
+    DeviceID,
+    ExactRequest,
+    ResourceClaim,
+)
+
+MAX_STEPS: Final = 20_000
+CANNOT_ALLOCATE: Final = "cannot allocate all claims"
+
+
+class AllocationError(Exception):
+    """The claims cannot be allocated on any node, for a reason that names it
+    (a missing class, a selector that fails)."""
+
+
+@dataclass(slots=True)
+class _Slot:
+    claim: int
+    request: int
+    alternatives: tuple[tuple[ExactRequest, list[Published]], ...]
+
+
+@dataclass(slots=True)
+class _Search:
+    store: DeviceStore
+    claims: Sequence[ResourceClaim]
+    slots: list[_Slot]
+    taken: set[DeviceID] = field(default_factory=set)
+    # claim index -> request name -> chosen devices
+    chosen: list[dict[str, list[Published]]] = field(default_factory=list)
+    picked: list[list[tuple[ExactRequest, list[Published]]]] = field(default_factory=list)
+    steps: int = 0
+
+
+def node_selector_term(node: str) -> dict[str, Any]:
+    """The allocation's node selector for node-local devices (kube's)."""
+    return {
+        "nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        ]
+    }
+
+
+def _class_selected(store: DeviceStore, cls: DeviceClass, p: Published) -> bool:
+    for expr in cls.selectors:
+        got = store.selects(expr, p)
+        if isinstance(got, CelError):
+            raise AllocationError(f"class {cls.name}: selector #{cls.selectors.index(expr)}: {got}")
+        if not got:
+            return False
+    return True
+
+
+def _candidates(
+    store: DeviceStore,
+    claim: ResourceClaim,
+    req: ExactRequest,
+    devices: Sequence[Published],
+) -> list[Published]:
+    cls = store.device_class(req.device_class)
+    if cls is None:
+        raise AllocationError(
+            f"claim {claim.key}, request {req.name}: could not retrieve device class "
+            f'{req.device_class}: deviceclass.resource.k8s.io "{req.device_class}" not found'
+        )
+    out = []
+    for p in devices:
+        if p.device.unsupported or p.slice.unsupported:
+            continue
+        if not _class_selected(store, cls, p):
+            continue
+        ok = True
+        for i, expr in enumerate(req.selectors):
+            got = store.selects(expr, p)
+            if isinstance(got, CelError):
+                raise AllocationError(
+                    f"claim {claim.key}, request {req.name}: selector #{i}: {got}"
+                )
+            if not got:
+                ok = False
+                break
+        if not ok:
+            continue
+        if any(
+            t.effect in DO_NOT_SCHEDULE_EFFECTS
+            and not any(tol.tolerates(t) for tol in req.tolerations)
+            for t in p.device.taints
+        ):
+            continue
+        out.append(p)
+    return out
+
+
+def allocate(
+    store: DeviceStore,
+    claims: Sequence[ResourceClaim],
+    node: str,
+    labels: Mapping[str, str],
+    taken: set[DeviceID] | None = None,
+) -> list[Allocation] | None:
+    """One allocation per claim on `node`, or None when they do not all fit.
+    `taken`: devices that other claims being allocated in the same decision
+    hold already (a gang's members). AllocationError when a claim can never be
+    allocated as it stands."""
+    devices = store.devices_for(node, labels)
+    slots = []
+    for ci, claim in enumerate(claims):
+        for ri, r in enumerate(claim.requests):
+            alts = tuple((alt, _candidates(store, claim, alt, devices)) for alt in r.alternatives)
+            slots.append(_Slot(ci, ri, alts))
+    if not devices:
+        return None
+    search = _Search(store, claims, slots, set(taken or ()))
+    search.chosen = [{} for _ in claims]
+    search.picked = [[] for _ in claims]
+    if not _fill(search, 0):
+        return None
+    out = []
+    for ci, _claim in enumerate(claims):
+        results = []
+        node_local = False
+        selectors = []
+        for alt, picked in search.picked[ci]:
+            for p in picked:
+                results.append(
+                    AllocationResult(
+                        alt.name,
+                        p.device.id.driver,
+                        p.device.id.pool,
+                        p.device.id.device,
+                        alt.admin_access,
+                    )
+                )
+                node_local = node_local or p.node_local
+                if p.slice.node_selector is not None:
+                    selectors.append(p.slice.node_selector)
+        raw_sel: Any = None
+        sel = None
+        if node_local:
+            raw_sel = node_selector_term(node)
+            sel = parse_node_selector(raw_sel, "nodeSelector")
+        elif selectors:
+            # Network-attached devices: where the (first) slice says they reach.
+            first = next(
+                p.slice for _, ps in search.picked[ci] for p in ps if p.slice.node_selector
+            )
+            sel, raw_sel = first.node_selector, dict(first.node_selector_raw)
+        raw: dict[str, Any] = {
+            "devices": {"results": [_result_body(r) for r in results]},
+        }
+        config = _config(store, claims[ci], search.picked[ci])
+        if config:
+            raw["devices"]["config"] = config
+        if raw_sel is not None:
+            raw["nodeSelector"] = raw_sel
+        out.append(Allocation(tuple(results), sel, raw))
+    return out
+
+
+def _config(
+    store: DeviceStore,
+    claim: ResourceClaim,
+    picked: Sequence[tuple[ExactRequest, list[Published]]],
+) -> list[dict[str, Any]]:
+    """The configuration the driver gets with the allocation, as kube's
+    allocator copies it: each used class's (FromClass, for the requests that
+    used it), then the claim's own (FromClaim)."""
+    out: list[dict[str, Any]] = []
+    by_class: dict[str, list[str]] = {}
+    for alt, _ in picked:
+        by_class.setdefault(alt.device_class, []).append(alt.name)
+    for name, requests in by_class.items():
+        cls = store.device_class(name)
+        for c in cls.config if cls is not None else ():
+            if c.get("opaque") is not None:
+                out.append({"source": "FromClass", "requests": requests, "opaque": c["opaque"]})
+    for c in claim.config:
+        if c.get("opaque") is not None:
+            out.append(
+                {
+                    "source": "FromClaim",
+                    "requests": list(c.get("requests") or []),
+                    "opaque": c["opaque"],
+                }
+            )
+    return out
+
+
+def _result_body(r: AllocationResult) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "request": r.request,
+        "driver": r.driver,
+        "pool": r.pool,
+        "device": r.device,
+    }
+    if r.admin_access:
+        body["adminAccess"] = True
+    return body
+
+
+def _attribute(p: Published, name: str) -> AttributeValue | None:
+    attrs = p.device.attributes
+    return attrs.get(name) if "/" in name else attrs.get(f"{p.device.id.driver}/{name}")
+
+
+def _constraints_hold(search: _Search, ci: int) -> bool:
+    claim = search.claims[ci]
+    chosen = search.chosen[ci]
+    for c in claim.constraints:
+        value: AttributeValue | None = None
+        seen = False
+        for req_name, picked in chosen.items():
+            base = req_name.partition("/")[0]
+            if c.requests and req_name not in c.requests and base not in c.requests:
+                continue
+            for p in picked:
+                v = _attribute(p, c.match_attribute)
+                if v is None:
+                    return False
+                if seen and v != value:
+                    return False
+                value, seen = v, True
+    return True
+
+
+def _free(search: _Search, p: Published, admin: bool) -> bool:
+    if p.device.id in search.taken:
+        return False
+    return admin or not search.store.in_use(p.device.id)
+
+
+def _fill(search: _Search, i: int) -> bool:
+    if i == len(search.slots):
+        return True
+    slot = search.slots[i]
+    for alt, cands in slot.alternatives:
+        if _take(search, slot, alt, cands, i):
+            return True
+        if search.steps > MAX_STEPS:
+            return False
+    return False
+
+
+def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published], i: int) -> bool:
+    ci = slot.claim
+    if alt.mode == ALL:
+        if not cands:
+            return False
+        if any(search.store.pool_incomplete(p.device.id.driver, p.device.id.pool) for p in cands):
+            return False
+        if not all(_free(search, p, alt.admin_access) for p in cands):
+            return False
+        return _commit(search, slot, alt, list(cands), i)
+    need = alt.count
+    free = [p for p in cands if _free(search, p, alt.admin_access)]
+    if len(free) < need:
+        return False
+    picked: list[Published] = []
+
+    def pick(start: int) -> bool:
+        if len(picked) == need:
+            return _commit(search, slot, alt, list(picked), i)
+        for j in range(start, len(free) - (need - len(picked)) + 1):
+            search.steps += 1
+            if search.steps > MAX_STEPS:
+                return False
+            p = free[j]
+            if p.device.id in search.taken:
+                continue
+            picked.append(p)
+            search.chosen[ci][alt.name] = picked
+            ok = _constraints_hold(search, ci)
+            if ok and pick(j + 1):
+                return True
+            picked.pop()
+            if not picked:
+                search.chosen[ci].pop(alt.name, None)
+        return False
+
+    return pick(0)
+
+
+def _commit(
+    search: _Search, slot: _Slot, alt: ExactRequest, picked: list[Published], i: int
+) -> bool:
+    ci = slot.claim
+    search.chosen[ci][alt.name] = picked
+    if not _constraints_hold(search, ci):
+        search.chosen[ci].pop(alt.name, None)
+        return False
+    ids = [p.device.id for p in picked]
+    search.taken.update(ids)
+    search.picked[ci].append((alt, picked))
+    if _fill(search, i + 1):
+        return True
+    search.picked[ci].pop()
+    search.taken.difference_update(ids)
+    search.chosen[ci].pop(alt.name, None)
+    return False

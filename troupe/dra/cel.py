@@ -1,0 +1,363 @@
+"""CEL device selectors (DeviceClass and request `selectors[].cel.expression`).
+
+Expressions are compiled once (`compile_selector`, cached by text) with the
+`common-expression-language` package (a Rust CEL interpreter; one evaluation
+costs a few microseconds) and evaluated against one device at a time, as
+`device` with kube's fields:
+
+- `device.driver`: the driver's name;
+- `device.attributes["<domain>"].<name>`: bool, int, string or version values;
+- `device.capacity["<domain>"].<name>`: quantities;
+- `device.allowMultipleAllocations`: false (such devices are not allocated yet).
+
+Looking up a domain the device does not have gives an empty map, as in kube;
+a missing attribute in it is an evaluation error (use `has()` or `in`).
+
+Kubernetes' CEL libraries that selectors use are added as functions:
+quantities (`quantity("1Gi")`, `isQuantity`, `compareTo`, `isLessThan`,
+`isGreaterThan`, `asInteger`, `asApproximateFloat`, `isInteger`, `sign`, `add`,
+`sub`), semantic versions (`semver("1.2.3")`, `isSemver`, `major`, `minor`,
+`patch`, and the comparisons) and the string extensions (`lowerAscii`,
+`upperAscii`, `trim`, `replace`, `split`, `join`, `indexOf`, `lastIndexOf`,
+`substring`, `charAt`). Quantities and versions are maps tagged with a key
+users never write, so `==` compares them by value and `compareTo` knows which
+they are.
+
+A selector that does not compile, that is too costly (an estimate from its
+length and the nesting of its comprehensions, against kube's limit of 1 000 000
+per expression), or that fails or does not give a boolean on a device, makes
+the claim unallocatable with the CEL error in the reason; never a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Final
+
+import cel
+
+from troupe.dra.types import Device, Version
+
+COST_LIMIT: Final = 1_000_000
+_QUANTITY: Final = "__quantity__"
+_SEMVER: Final = "__semver__"
+_SEMVER_RE: Final = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+_DOMAIN_LOOKUP: Final = re.compile(
+    r"device\s*\.\s*(?:attributes|capacity)\s*\[\s*[\"']([^\"']+)[\"']\s*\]"
+)
+_MACRO: Final = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*\(")
+
+
+class CelError(Exception):
+    """A selector that cannot be used; the text is what the pod's reason shows."""
+
+
+# ---- values ----------------------------------------------------------------------
+
+
+def parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]] | None:
+    m = _SEMVER_RE.match(text)
+    if m is None:
+        return None
+    pre = tuple(m.group(4).split(".")) if m.group(4) else ()
+    return int(m.group(1)), int(m.group(2)), int(m.group(3)), pre
+
+
+def _semver_key(text: str) -> tuple[Any, ...]:
+    v = parse_semver(text)
+    if v is None:
+        raise ValueError(f"invalid semver {text!r}")
+    major, minor, patch, pre = v
+    # A version with a pre-release sorts before the release; numeric identifiers
+    # before alphanumeric ones, each compared in its own way.
+    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre)
+    return (major, minor, patch, 0 if pre else 1, ids)
+
+
+def _quantity_value(v: Mapping[str, Any]) -> Fraction:
+    return Fraction(str(v[_QUANTITY]))
+
+
+def _q(value: Fraction) -> dict[str, str]:
+    return {_QUANTITY: str(value)}
+
+
+def _tagged(v: object) -> str:
+    if isinstance(v, Mapping):
+        if _QUANTITY in v:
+            return _QUANTITY
+        if _SEMVER in v:
+            return _SEMVER
+    raise ValueError(f"no such overload for {type(v).__name__}")
+
+
+def _quantity(text: str) -> dict[str, str]:
+    from troupe.api.quantity import parse_quantity
+
+    return _q(parse_quantity(text, "quantity"))
+
+
+def _is_quantity(text: str) -> bool:
+    try:
+        _quantity(text)
+    except Exception:
+        return False
+    return True
+
+
+def _normalize_semver(text: str) -> str:
+    t = text[1:] if text.startswith("v") else text
+    core, sep, rest = t.partition("-")
+    parts = core.split(".")
+    while len(parts) < 3:
+        parts.append("0")
+    parts = [str(int(p)) if p.isdigit() else p for p in parts]
+    return ".".join(parts) + (sep + rest if sep else "")
+
+
+def _semver(text: str, normalize: bool = False) -> dict[str, str]:
+    t = _normalize_semver(text) if normalize else text
+    if parse_semver(t) is None:
+        raise ValueError(f"invalid semver {text!r}")
+    return {_SEMVER: t}
+
+
+def _is_semver(text: str, normalize: bool = False) -> bool:
+    try:
+        _semver(text, normalize)
+    except Exception:
+        return False
+    return True
+
+
+def _compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
+    kind = _tagged(a)
+    if _tagged(b) != kind:
+        raise ValueError("compareTo: a quantity compares with a quantity, a semver with a semver")
+    if kind == _QUANTITY:
+        x, y = _quantity_value(a), _quantity_value(b)
+    else:
+        x, y = _semver_key(str(a[_SEMVER])), _semver_key(str(b[_SEMVER]))  # type: ignore[assignment]
+    return (x > y) - (x < y)
+
+
+def _semver_part(i: int) -> Callable[[Mapping[str, Any]], int]:
+    def part(v: Mapping[str, Any]) -> int:
+        if _tagged(v) != _SEMVER:
+            raise ValueError("no such overload")
+        key = _semver_key(str(v[_SEMVER]))
+        out: int = key[i]
+        return out
+
+    return part
+
+
+def _as_integer(v: Mapping[str, Any]) -> int:
+    q = _quantity_value(v)
+    if q.denominator != 1:
+        raise ValueError("cannot convert value to integer")
+    return int(q)
+
+
+def _amount(v: object) -> Fraction:
+    """A quantity or an integer (kube's add/sub take both)."""
+    if isinstance(v, Mapping):
+        return _quantity_value(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return Fraction(v)
+    raise ValueError("no such overload")
+
+
+def _substring(s: str, start: int, end: int | None = None) -> str:
+    if end is None:
+        end = len(s)
+    if not 0 <= start <= end <= len(s):
+        raise ValueError(f"substring: index out of range: {start}, {end}")
+    return s[start:end]
+
+
+def _index_of(s: str, sub: str, start: int = 0) -> int:
+    return s.find(sub, start)
+
+
+def _last_index_of(s: str, sub: str, end: int | None = None) -> int:
+    return s.rfind(sub, 0, None if end is None else end + len(sub))
+
+
+def _replace(s: str, old: str, new: str, n: int = -1) -> str:
+    return s.replace(old, new, n)
+
+
+def _split(s: str, sep: str, n: int = -1) -> list[str]:
+    if n == 0:
+        return []
+    return s.split(sep, n - 1 if n > 0 else -1)
+
+
+def _join(items: list[str], sep: str = "") -> str:
+    return sep.join(items)
+
+
+FUNCTIONS: Final[dict[str, Callable[..., Any]]] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "semver": _semver,
+    "isSemver": _is_semver,
+    "compareTo": _compare,
+    "isLessThan": lambda a, b: _compare(a, b) < 0,
+    "isGreaterThan": lambda a, b: _compare(a, b) > 0,
+    "asInteger": _as_integer,
+    "asApproximateFloat": lambda v: float(_quantity_value(v)),
+    "isInteger": lambda v: _quantity_value(v).denominator == 1,
+    "sign": lambda v: (_quantity_value(v) > 0) - (_quantity_value(v) < 0),
+    "add": lambda a, b: _q(_quantity_value(a) + _amount(b)),
+    "sub": lambda a, b: _q(_quantity_value(a) - _amount(b)),
+    "major": _semver_part(0),
+    "minor": _semver_part(1),
+    "patch": _semver_part(2),
+    "lowerAscii": lambda s: s.lower(),
+    "upperAscii": lambda s: s.upper(),
+    "trim": lambda s: s.strip(),
+    "replace": _replace,
+    "split": _split,
+    "join": _join,
+    "indexOf": _index_of,
+    "lastIndexOf": _last_index_of,
+    "substring": _substring,
+    "charAt": lambda s, i: s[i] if 0 <= i < len(s) else "",
+}
+
+
+def device_variable(device: Device, driver: str) -> dict[str, Any]:
+    """The `device` a selector sees."""
+    attrs: dict[str, dict[str, Any]] = {}
+    for name, v in device.attributes.items():
+        domain, _, short = name.rpartition("/")
+        attrs.setdefault(domain, {})[short] = {_SEMVER: v.text} if isinstance(v, Version) else v
+    caps: dict[str, dict[str, Any]] = {}
+    for name, q in device.capacity.items():
+        domain, _, short = name.rpartition("/")
+        caps.setdefault(domain, {})[short] = _q(q)
+    for d in attrs.keys() | caps.keys():  # a domain either map lacks reads as empty
+        attrs.setdefault(d, {})
+        caps.setdefault(d, {})
+    return {
+        "driver": driver,
+        "attributes": attrs,
+        "capacity": caps,
+        "allowMultipleAllocations": False,
+    }
+
+
+# ---- compiling and evaluating ----------------------------------------------------
+
+
+def estimated_cost(expr: str) -> int:
+    """A rough upper bound of what evaluating `expr` on one device costs: its
+    length, times 100 for each level of comprehension (all, exists, map...)
+    it nests, as kube's estimator charges a comprehension over a list of
+    unknown size far more than a plain comparison."""
+    depth = 0
+    worst = 0
+    stack: list[bool] = []
+    i = 0
+    while i < len(expr):
+        m = _MACRO.match(expr, i)
+        if m is not None:
+            depth += 1
+            worst = max(worst, depth)
+            stack.append(True)
+            i = m.end()
+            continue
+        ch = expr[i]
+        if ch == "(":
+            stack.append(False)
+        elif ch == ")" and stack:
+            if stack.pop():
+                depth -= 1
+        elif ch in "\"'":
+            end = expr.find(ch, i + 1)
+            i = len(expr) if end < 0 else end
+        i += 1
+    cost: int = len(expr) * 100**worst
+    return cost
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    expression: str
+    program: Any
+    domains: tuple[str, ...]  # domains looked up by name (an empty map if absent)
+
+    def matches(self, device: DeviceEnv) -> bool:
+        """Whether the device is selected; CelError if the expression fails on
+        it or does not give a boolean."""
+        ctx = device.context
+        missing = [d for d in self.domains if d not in device.domains]
+        if missing:
+            var = device.variable
+            var = {
+                **var,
+                "attributes": {**{d: {} for d in missing}, **var["attributes"]},
+                "capacity": {**{d: {} for d in missing}, **var["capacity"]},
+            }
+            ctx = cel.Context(variables={"device": var}, functions=FUNCTIONS)
+        try:
+            out = self.program.execute(ctx)
+        except KeyError as e:
+            raise CelError(
+                f"CEL runtime error: no such key: {e.args[0] if e.args else e}"
+            ) from None
+        except Exception as e:
+            raise CelError(f"CEL runtime error: {_first_line(e)}") from None
+        if not isinstance(out, bool):
+            raise CelError(f"CEL runtime error: the expression gave {type(out).__name__}, not bool")
+        return out
+
+
+class DeviceEnv:
+    """A device as selectors see it, built once per published device."""
+
+    __slots__ = ("_context", "domains", "variable")
+
+    def __init__(self, device: Device) -> None:
+        self.variable = device_variable(device, device.id.driver)
+        self.domains = frozenset(self.variable["attributes"])
+        self._context: Any = None
+
+    @property
+    def context(self) -> Any:
+        if self._context is None:
+            self._context = cel.Context(variables={"device": self.variable}, functions=FUNCTIONS)
+        return self._context
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+@lru_cache(maxsize=4096)
+def compile_selector(expr: str) -> Selector:
+    """The compiled selector; CelError (with the compiler's message) if `expr`
+    does not compile or its estimated cost is over the limit."""
+    cost = estimated_cost(expr)
+    if cost > COST_LIMIT:
+        raise CelError(
+            f"CEL compile error: estimated cost {cost} exceeds the limit of {COST_LIMIT} "
+            "per expression"
+        )
+    try:
+        program = cel.compile(expr)
+    except Exception as e:
+        text = str(e).strip()
+        text = text.removeprefix(f"Failed to parse expression '{expr}': ")
+        raise CelError(f"CEL compile error: {' '.join(text.split())}") from None
+    return Selector(expr, program, tuple(dict.fromkeys(_DOMAIN_LOOKUP.findall(expr))))

@@ -1,0 +1,262 @@
+"""The device store: DeviceClasses, ResourceSlices and ResourceClaims as the API
+has them, the allocations the scheduler assumed on top, and which devices are
+in use.
+
+Assumed claims (kube-scheduler's in-flight allocations): Reserve puts a claim
+with its new allocation and the pod in `reservedFor` over the API's object
+(`assume`); readers (`claim`, `in_use`) see it, so no other pod is given the
+same devices while PreBind writes. `restore` (Unreserve) drops it; a version
+from the API with another resourceVersion replaces it (the write came back,
+or someone else changed the claim).
+
+Devices are read through `devices_for(node)`: the devices of the slices
+published for the node by name, by a node selector that matches it or for all
+nodes, of each pool's newest generation only (older slices of a pool being
+replaced are not used, as in kube's allocator). What each selector says of
+each published device is remembered until the slice changes: selectors are
+CEL, and a slice is read far more often than it changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from troupe.api.selectors import node_selector_matches
+from troupe.dra.cel import CelError, DeviceEnv, Selector, compile_selector
+from troupe.dra.types import (
+    Allocation,
+    Consumer,
+    Device,
+    DeviceClass,
+    DeviceID,
+    DraObject,
+    ResourceClaim,
+    ResourceSlice,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """One device as published, with where it came from."""
+
+    device: Device
+    slice: ResourceSlice
+    index: int  # in slice.devices
+
+    @property
+    def node_local(self) -> bool:
+        return bool(self.slice.node_name)
+
+
+def selector(expr: str) -> Selector | CelError:
+    """The compiled selector, or the error that says why it cannot be."""
+    try:
+        return compile_selector(expr)
+    except CelError as e:
+        return e
+
+
+class DeviceStore:
+    def __init__(self) -> None:
+        self._classes: dict[str, DeviceClass] = {}
+        self._slices: dict[str, ResourceSlice] = {}
+        self._claims: dict[str, ResourceClaim] = {}
+        self._assumed: dict[str, ResourceClaim] = {}
+        self._by_node: dict[str, set[str]] = {}  # node name -> slice names
+        self._network: set[str] = set()  # slices with a node selector or for all nodes
+        self._generation: dict[tuple[str, str], int] = {}  # (driver, pool) -> newest
+        # Devices in use by allocated claims (as readers see them) -> claim keys.
+        self._in_use: dict[DeviceID, set[str]] = {}
+        self._envs: dict[tuple[str, str, int], DeviceEnv] = {}
+        self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
+        self.listeners: list[Callable[[], None]] = []
+
+    # ---- API objects -----------------------------------------------------------------
+
+    def set(self, obj: DraObject, deleted: bool = False) -> DraObject | None:
+        """Store (or, `deleted`, drop) an object from the API; returns the version
+        readers saw before, or None."""
+        old: DraObject | None
+        if isinstance(obj, ResourceClaim):
+            old = self.claim(obj.key)
+            assumed = self._assumed.get(obj.key)
+            if deleted or (
+                assumed is not None and assumed.resource_version != obj.resource_version
+            ):
+                self._assumed.pop(obj.key, None)
+            if deleted:
+                self._claims.pop(obj.key, None)
+            else:
+                self._claims[obj.key] = obj
+            self._reindex_claim(obj.key, old)
+        elif isinstance(obj, ResourceSlice):
+            old = self._slices.pop(obj.name, None)
+            if old is not None:
+                self._unindex_slice(old)
+            if not deleted:
+                self._slices[obj.name] = obj
+                self._index_slice(obj)
+            self._refresh_generation(obj.driver, obj.pool)
+        else:
+            old = self._classes.pop(obj.name, None)
+            if not deleted:
+                self._classes[obj.name] = obj
+        for fn in self.listeners:
+            fn()
+        return old
+
+    def _index_slice(self, s: ResourceSlice) -> None:
+        if s.node_name:
+            self._by_node.setdefault(s.node_name, set()).add(s.name)
+        else:
+            self._network.add(s.name)
+
+    def _unindex_slice(self, s: ResourceSlice) -> None:
+        if s.node_name:
+            names = self._by_node.get(s.node_name)
+            if names is not None:
+                names.discard(s.name)
+                if not names:
+                    del self._by_node[s.node_name]
+        else:
+            self._network.discard(s.name)
+        for i in range(len(s.devices)):
+            self._envs.pop((s.name, s.resource_version, i), None)
+        if self._verdicts:
+            self._verdicts = {k: v for k, v in self._verdicts.items() if k[1] != s.name}
+
+    def _refresh_generation(self, driver: str, pool: str) -> None:
+        gens = [
+            s.generation for s in self._slices.values() if s.driver == driver and s.pool == pool
+        ]
+        if gens:
+            self._generation[(driver, pool)] = max(gens)
+        else:
+            self._generation.pop((driver, pool), None)
+
+    # ---- readers ---------------------------------------------------------------------
+
+    def device_class(self, name: str) -> DeviceClass | None:
+        return self._classes.get(name)
+
+    def classes(self) -> Iterable[DeviceClass]:
+        return self._classes.values()
+
+    def slices(self) -> Iterable[ResourceSlice]:
+        return self._slices.values()
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        """The claim as readers see it: an assumed allocation over the API's."""
+        return self._assumed.get(key) or self._claims.get(key)
+
+    def api_claim(self, key: str) -> ResourceClaim | None:
+        return self._claims.get(key)
+
+    def claims(self) -> Iterable[ResourceClaim]:
+        for key in self._claims.keys() | self._assumed.keys():
+            c = self.claim(key)
+            if c is not None:
+                yield c
+
+    def in_use(self, device: DeviceID) -> bool:
+        return bool(self._in_use.get(device))
+
+    def users(self, device: DeviceID) -> frozenset[str]:
+        return frozenset(self._in_use.get(device, ()))
+
+    def has_devices(self) -> bool:
+        return bool(self._slices)
+
+    def devices_for(self, node: str, labels: Mapping[str, str]) -> list[Published]:
+        """The devices usable on the node, of each pool's newest generation."""
+        out: list[Published] = []
+        names = sorted(self._by_node.get(node, ()))
+        for name in sorted(self._network):
+            s = self._slices[name]
+            if s.all_nodes or (
+                s.node_selector is not None and node_selector_matches(s.node_selector, labels, node)
+            ):
+                names.append(name)
+        for name in names:
+            s = self._slices[name]
+            if s.generation < self._generation.get((s.driver, s.pool), 0):
+                continue
+            out.extend(Published(d, s, i) for i, d in enumerate(s.devices))
+        return out
+
+    def pool_incomplete(self, driver: str, pool: str) -> bool:
+        """Whether fewer slices of the pool's newest generation are known than
+        it says it has (a driver in the middle of publishing it)."""
+        gen = self._generation.get((driver, pool))
+        slices = [s for s in self._slices.values() if s.driver == driver and s.pool == pool]
+        if gen is None or not slices:
+            return True
+        current = [s for s in slices if s.generation == gen]
+        return len(current) < max(s.slice_count for s in current)
+
+    def selects(self, expr: str, p: Published) -> bool | CelError:
+        """What the selector says of the published device (remembered)."""
+        key = (expr, p.slice.name, p.slice.resource_version, p.index)
+        got = self._verdicts.get(key)
+        if got is None:
+            sel = selector(expr)
+            if isinstance(sel, CelError):
+                got = sel
+            else:
+                ekey = (p.slice.name, p.slice.resource_version, p.index)
+                env = self._envs.get(ekey)
+                if env is None:
+                    env = self._envs[ekey] = DeviceEnv(p.device)
+                try:
+                    got = sel.matches(env)
+                except CelError as e:
+                    got = e
+            self._verdicts[key] = got
+        return got
+
+    # ---- assumed claims --------------------------------------------------------------
+
+    def assume(self, claim: ResourceClaim) -> ResourceClaim:
+        """Put the claim (with an allocation and consumers not yet written) over
+        the API's; returns the version readers saw before."""
+        before = self.claim(claim.key)
+        self._assumed[claim.key] = claim
+        self._reindex_claim(claim.key, before)
+        return before or claim
+
+    def restore(self, key: str) -> None:
+        """Drop the assumed version of a claim (Unreserve)."""
+        old = self.claim(key)
+        if self._assumed.pop(key, None) is not None:
+            self._reindex_claim(key, old)
+            for fn in self.listeners:
+                fn()
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+    def _reindex_claim(self, key: str, old: ResourceClaim | None) -> None:
+        if old is not None and old.allocation is not None:
+            for r in old.allocation.results:
+                if not r.admin_access:
+                    users = self._in_use.get(r.device_id)
+                    if users is not None:
+                        users.discard(key)
+                        if not users:
+                            del self._in_use[r.device_id]
+        new = self.claim(key)
+        if new is not None and new.allocation is not None:
+            for r in new.allocation.results:
+                if not r.admin_access:
+                    self._in_use.setdefault(r.device_id, set()).add(key)
+
+
+def with_consumer(claim: ResourceClaim, pod_name: str, pod_uid: str) -> ResourceClaim:
+    if claim.reserved_for_pod(pod_uid):
+        return claim
+    return replace(claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod_name, pod_uid)))
+
+
+def with_allocation(claim: ResourceClaim, allocation: Allocation) -> ResourceClaim:
+    return replace(claim, allocation=allocation)
