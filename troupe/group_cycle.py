@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -33,7 +34,7 @@ from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
 from troupe.schedule_one import PodCycle
-from troupe.snapshot import pod_charge
+from troupe.snapshot import Overlay, pod_charge
 from troupe.topology import (
     DEFAULT_DOMAINS_PER_CYCLE,
     Demand,
@@ -460,24 +461,43 @@ class GroupCycle:
         """Search every member in turn on the snapshot (`within` those nodes),
         each placement charged before the next member is searched; nothing stays
         charged afterwards."""
+        trial = Trial()
+        # What plugins charge outside the snapshot (a member's devices).
+        undos: list[Callable[[], None]] = []
+        snap = self.ctx.snapshot
+        with snap.overlay() as placed:
+            try:
+                self._place_each(profile, members, within, trial, placed, undos)
+            finally:
+                for undo in reversed(undos):
+                    undo()
+        return trial
+
+    def _place_each(
+        self,
+        profile: Profile,
+        members: list[QueuedPodInfo],
+        within: NodeSubset | None,
+        trial: Trial,
+        placed: Overlay,
+        undos: list[Callable[[], None]],
+    ) -> None:
         ctx = self.ctx
         snap = ctx.snapshot
-        trial = Trial()
-        with snap.overlay() as placed:
-            for qpi in members:
-                t_pod = time.perf_counter()
-                state = CycleState()
-                result = self.pods.schedule_pod(
-                    profile, state, qpi.pod, post_filter=False, within=within
-                )
-                trial.seconds[qpi.pod.key] = time.perf_counter() - t_pod
-                if isinstance(result, ScheduleResult):
-                    row = snap.row_of[result.node]
-                    placed.add(row, qpi.pod, pod_charge(qpi.pod, ctx.isolated))
-                    trial.placements.append((qpi, state, result.node))
-                else:
-                    trial.failures.append((qpi, result))
-        return trial
+        for qpi in members:
+            t_pod = time.perf_counter()
+            state = CycleState()
+            result = self.pods.schedule_pod(
+                profile, state, qpi.pod, post_filter=False, within=within
+            )
+            trial.seconds[qpi.pod.key] = time.perf_counter() - t_pod
+            if isinstance(result, ScheduleResult):
+                row = snap.row_of[result.node]
+                placed.add(row, qpi.pod, pod_charge(qpi.pod, ctx.isolated))
+                undos.extend(profile.run_trial_charge(state, qpi.pod, result.node))
+                trial.placements.append((qpi, state, result.node))
+            else:
+                trial.failures.append((qpi, result))
 
     def _admit(
         self,

@@ -16,7 +16,7 @@ are `async`; everything in the scheduling cycle is a plain function.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
@@ -247,6 +247,18 @@ class BindPlugin(Plugin, Protocol):
 @runtime_checkable
 class PostBindPlugin(Plugin, Protocol):
     async def post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None: ...
+
+
+@runtime_checkable
+class TrialChargePlugin(Protocol):
+    """A Filter plugin whose resources the snapshot does not hold (devices):
+    while a group cycle tries its members one after another, each member's
+    placement is charged through `charge` before the next member is searched,
+    as the snapshot charges its cpu and memory; the returned function undoes
+    it when the trial ends (None: nothing was charged). Not an extension point
+    of the configuration: a plugin enabled at filter takes part."""
+
+    def charge(self, state: CycleState, pod: Pod, node: NodeName) -> Callable[[], None] | None: ...
 
 
 @runtime_checkable

@@ -53,6 +53,7 @@ from troupe.framework.interface import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    TrialChargePlugin,
     implements,
     pre_filter_is_node_local,
 )
@@ -326,6 +327,9 @@ class Profile:
             norm = p if ScoreExtensions in type(p).__mro__ else None
             self.scores.append((n, scorer, norm, w))
         self.reserve: list[tuple[str, ReservePlugin]] = [(n, p) for n, p, _ in at("reserve")]
+        self.trial_charges: list[tuple[str, TrialChargePlugin]] = [
+            (n, p) for n, p, _ in at("filter") if TrialChargePlugin in type(p).__mro__
+        ]
         self.permit: list[tuple[str, PermitPlugin]] = [(n, p) for n, p, _ in at("permit")]
         self.pre_bind: list[tuple[str, PreBindPlugin]] = [(n, p) for n, p, _ in at("preBind")]
         self.bind: list[tuple[str, BindPlugin]] = [(n, p) for n, p, _ in at("bind")]
@@ -592,6 +596,22 @@ class Profile:
             if not st.is_success:
                 return st.with_plugin(name)
         return SUCCESS
+
+    def run_trial_charge(
+        self, state: CycleState, pod: Pod, node: NodeName
+    ) -> list[Callable[[], None]]:
+        """Charge a group trial's placement with the plugins that keep resources
+        outside the snapshot; returns the undos, to run in reverse order."""
+        undos = []
+        for name, p in self.trial_charges:
+            try:
+                undo = p.charge(state, pod, node)
+            except Exception as e:
+                self.errors.record(name, "Filter", pod, e)
+                continue
+            if undo is not None:
+                undos.append(undo)
+        return undos
 
     @timed("Unreserve")
     def run_unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
