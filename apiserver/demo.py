@@ -14,7 +14,10 @@ changed for a few seconds. No storage provisioner runs against the embedded
 server, so the demo plays one (`provision`): a claim of a class with a
 provisioner that Troupe has given a ``volume.kubernetes.io/selected-node`` gets
 a PV on that node, bound to it, as a CSI provisioner and the PV controller would
-do; the pod waiting for it at PreBind is then bound. With --keep-running it
+do; the pod waiting for it at PreBind is then bound. Nor does a resourceclaim
+controller, so the demo plays that too (`create_claims`): a pod's claim from a
+ResourceClaimTemplate is created and recorded in the pod's status, and Troupe
+then allocates a device of the demo's fake GPU driver for it. With --keep-running it
 stays up so you can look with kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
 """
 
@@ -30,6 +33,7 @@ import yaml
 
 from apiserver import ApiServer
 from apiserver.replica import Troupe
+from troupe.dra.controller import claim_from_template, pending_template_claims, record_claim
 from troupe.simulate import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +47,10 @@ ORDER = (
     "PersistentVolume",
     "PersistentVolumeClaim",
     "Node",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
     "PodGroup",
     "Pod",
 )
@@ -144,15 +152,57 @@ def provision(srv: ApiServer) -> list[str]:
     return made
 
 
-def snapshot(srv: ApiServer) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
-    pods, groups = {}, {}
+def create_claims(srv: ApiServer) -> list[str]:
+    """Play the resourceclaim controller once over the server's pods: each
+    claim a pod takes from a ResourceClaimTemplate is created (owned by the
+    pod) and recorded in the pod's status.resourceClaimStatuses. Says what it
+    made."""
+    made = []
+    for pod in srv.objects("pods"):
+        ns = pod["metadata"].get("namespace") or "default"
+        for pod_claim, template_name in pending_template_claims(pod):
+            template = srv.get("resourceclaimtemplates", ns, template_name)
+            if template is None:
+                continue  # as the controller: nothing to create from yet
+            claim = srv.create(claim_from_template(pod, pod_claim, template))
+            record_claim(pod, pod_claim, claim["metadata"]["name"])
+            srv.apply(pod)
+            made.append(f"{ns}/{claim['metadata']['name']} for pod {ns}/{pod['metadata']['name']}")
+    return made
+
+
+def _devices(srv: ApiServer, pod: dict[str, Any]) -> str:
+    """The devices allocated to the pod's claims, as `claim: driver/pool/device`."""
+    ns = pod["metadata"].get("namespace") or "default"
+    names = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    out = []
+    for c in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = c.get("resourceClaimName") or names.get(c.get("name"))
+        claim = srv.get("resourceclaims", ns, name) if name else None
+        results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices", {})
+        for r in results.get("results") or []:
+            out.append(f"{c['name']}: {r['driver']}/{r['pool']}/{r['device']}")
+    return ", ".join(out)
+
+
+def snapshot(srv: ApiServer) -> tuple[dict[str, tuple[bool, str]], dict[str, dict[str, Any]]]:
+    """Each pod as (bound, its node or why it waits: "pending" until Troupe has
+    said) and each PodGroup's status."""
+    pods: dict[str, tuple[bool, str]] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for raw in srv.objects("pods"):
         md = raw["metadata"]
         node = (raw.get("spec") or {}).get("nodeName")
         conds = (raw.get("status") or {}).get("conditions") or []
-        pods[f"{md['namespace']}/{md['name']}"] = node or (
-            conds[0]["message"] if conds else "pending"
-        )
+        key = f"{md['namespace']}/{md['name']}"
+        if node:
+            devices = _devices(srv, raw)
+            pods[key] = (True, f"{node} ({devices})" if devices else node)
+        else:
+            pods[key] = (False, conds[0]["message"] if conds else "pending")
     for raw in srv.objects("podgroups.scheduling.x-k8s.io"):
         md = raw["metadata"]
         groups[f"{md['namespace']}/{md['name']}"] = dict(raw.get("status") or {})
@@ -198,7 +248,7 @@ def demo(args: argparse.Namespace) -> int:
         )
         say(f"Metrics: http://127.0.0.1:{args.metrics_port}/metrics")
         say(f"Starting: troupe run --kubeconfig {kubeconfig}")
-        seen_pods: dict[str, str] = {}
+        seen_pods: dict[str, tuple[bool, str]] = {}
         seen_groups: dict[str, dict[str, Any]] = {}
         quiet = 0.0
         deadline = time.monotonic() + args.timeout
@@ -209,13 +259,15 @@ def demo(args: argparse.Namespace) -> int:
                 for what in provision(srv):
                     say(f"  provisioner: {what}")
                     changed = True
+                for what in create_claims(srv):
+                    say(f"  resourceclaim controller: {what}")
+                    changed = True
                 pods, groups = snapshot(srv)
-                for key, where in sorted(pods.items()):
-                    if seen_pods.get(key) != where:
-                        seen_pods[key] = where
-                        if where == "pending":
+                for key, (bound, where) in sorted(pods.items()):
+                    if seen_pods.get(key) != (bound, where):
+                        seen_pods[key] = (bound, where)
+                        if not bound and where == "pending":
                             continue  # not tried yet
-                        bound = not where.startswith(("0/", "pending", "PodGroup"))
                         say(f"  pod {key:<28} {'-> ' + where if bound else 'pending: ' + where}")
                         changed = True
                 for key, st in sorted(groups.items()):
@@ -224,7 +276,9 @@ def demo(args: argparse.Namespace) -> int:
                         seen_groups[key] = st
                         changed = True
                 quiet = 0.0 if changed else quiet + 0.25
-                decided = bool(seen_pods) and all(w != "pending" for w in seen_pods.values())
+                decided = bool(seen_pods) and all(
+                    b or w != "pending" for b, w in seen_pods.values()
+                )
                 if not args.keep_running and (
                     (decided and quiet >= 3.0) or time.monotonic() > deadline
                 ):
@@ -232,9 +286,7 @@ def demo(args: argparse.Namespace) -> int:
             status = troupe.stop() if troupe.running else troupe.wait()
         if status != 0:
             say(f"troupe run exited with {status}:\n{troupe.log()[-3000:]}")
-        bound = sum(
-            1 for w in seen_pods.values() if not w.startswith(("0/", "pending", "PodGroup"))
-        )
+        bound = sum(1 for b, _ in seen_pods.values() if b)
         say(f"{bound} of {len(seen_pods)} pods bound; the rest say why they wait.")
         return 0 if bound and status == 0 else 1
 

@@ -69,6 +69,11 @@ class Case:
     # (pod-high-priority-large-cpu.yaml: 9 CPUs, fits no node: Unschedulable).
     # The measured pods are pod-default.yaml; only they count toward pods/s.
     churn: str | None = None
+    # >0: Dynamic Resource Allocation (scheduler_perf's SchedulingWithResourceClaimTemplate):
+    # every node publishes this many devices of the test driver; each running pod
+    # holds one through an allocated claim, each measured pod claims one through
+    # its template (the claim created, as the resourceclaim controller would).
+    devices: int = 0
 
 
 CASES: dict[str, Case] = {
@@ -109,6 +114,10 @@ CASES: dict[str, Case] = {
         ),
         Case("volume-bound-5000", 5000, 1000, 5000, volumes="bound"),
         Case("volume-wffc-5000", 5000, 1000, 5000, volumes="wffc"),
+        # 5000pods_500nodes_QueueingHintsEnabled: threshold 56 pods/s; 1.5x that.
+        Case("dra-500", 500, 2500, 2500, devices=10, target_pods_per_s=84.0),
+        Case("dra-5000", 5000, 0, 10000, devices=8),
+        Case("dra-gang-500", 500, 0, 2400, devices=10, gang_size=8),
     )
 }
 
@@ -146,10 +155,23 @@ async def _run_case(case: Case) -> dict[str, Any]:
     for i in range(case.nodes):
         sched.on_node(workloads.node(i, zones=case.zones))
     controllers = _volumes(case, sched, cluster)
+    if case.devices:
+        sched.on_dra_object("DeviceClass", workloads.device_class())
+        for i in range(case.nodes):
+            sched.on_dra_object("ResourceSlice", workloads.resource_slice(i, case.devices))
+        cluster.on_claim_write = lambda o: sched.on_dra_object("ResourceClaim", o)
     for i in range(case.running):
         o = workloads.pod(
             i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
         )
+        if case.devices:
+            name = f"running-{i}-resource"
+            claim = workloads.resource_claim(
+                name, f"running-{i}", f"uid-running-{i}", (i % case.nodes, i // case.nodes)
+            )
+            cluster.resource_claims[f"sched-perf/{name}"] = claim
+            sched.on_dra_object("ResourceClaim", claim)
+            workloads.with_resource_claim(o, name)
         if case.preempt_priority or case.churn == "preemptor":
             _low_priority(o)
         cluster.pods[f"sched-perf/running-{i}"] = o
@@ -170,6 +192,12 @@ async def _run_case(case: Case) -> dict[str, Any]:
         )
         if case.volumes:
             workloads.with_claim(o, f"data-{i}")
+        if case.devices:
+            name = f"pod-{i}-resource"
+            claim = workloads.resource_claim(name, f"pod-{i}", f"uid-pod-{i}")
+            cluster.resource_claims[f"sched-perf/{name}"] = claim
+            sched.on_dra_object("ResourceClaim", claim)
+            workloads.with_resource_claim(o, name)
         if case.preempt_priority:
             _sized(o, "3", case.preempt_priority)
         cluster.pods[f"sched-perf/pod-{i}"] = o
@@ -207,6 +235,17 @@ async def _run_case(case: Case) -> dict[str, Any]:
     bound_pods = measured_bound if case.churn else cluster.binds
     if controllers is not None:
         assert len(controllers.outcomes) == bound_pods, "a pod bound without its volume"
+    if case.devices:
+        allocated = [
+            r["device"] + "@" + r["pool"]
+            for c in cluster.resource_claims.values()
+            for r in ((c.get("status") or {}).get("allocation") or {})
+            .get("devices", {})
+            .get("results", [])
+        ]
+        assert len(allocated) == len(set(allocated)) == case.running + bound_pods, (
+            "a device given twice, or a pod bound without its device"
+        )
     return {
         "case": case.name,
         "nodes": case.nodes,

@@ -211,3 +211,111 @@ def wffc_class(name: str = "csi-wffc") -> dict[str, Any]:
 def with_claim(obj: dict[str, Any], claim: str) -> dict[str, Any]:
     obj["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     return obj
+
+
+# ---- Dynamic Resource Allocation (scheduler_perf's dra/ templates) -----------------
+
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_API = "resource.k8s.io/v1"
+
+
+def device_class() -> dict[str, Any]:
+    """templates/deviceclass.yaml: the test driver's devices."""
+    return {
+        "apiVersion": DRA_API,
+        "kind": "DeviceClass",
+        "metadata": {"name": "test-class"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    }
+
+
+def resource_slice(i: int, devices: int) -> dict[str, Any]:
+    """The test driver's slice for node-i: `devices` devices (maxClaimsPerNode)."""
+    node = f"node-{i}"
+    return {
+        "apiVersion": DRA_API,
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRA_DRIVER}", "resourceVersion": "1"},
+        "spec": {
+            "driver": DRA_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"device-{d:03d}"} for d in range(devices)],
+        },
+    }
+
+
+def resource_claim(
+    name: str, pod_name: str, pod_uid: str, allocated: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """A claim as the resourceclaim controller makes it from
+    templates/resourceclaimtemplate.yaml (one device of the class) for the pod;
+    `allocated` (node, device): already allocated to it and reserved for it, as
+    scheduler_perf's allocResourceClaims op leaves the init claims."""
+    obj: dict[str, Any] = {
+        "apiVersion": DRA_API,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "sched-perf",
+            "uid": f"uid-claim-{name}",
+            "resourceVersion": "1",
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod_name,
+                    "uid": pod_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [{"name": "req-0", "exactly": {"deviceClassName": "test-class"}}]
+            }
+        },
+    }
+    if allocated is not None:
+        node, d = allocated
+        obj["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "req-0",
+                            "driver": DRA_DRIVER,
+                            "pool": f"node-{node}",
+                            "device": f"device-{d:03d}",
+                        }
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {
+                                    "key": "metadata.name",
+                                    "operator": "In",
+                                    "values": [f"node-{node}"],
+                                }
+                            ]
+                        }
+                    ]
+                },
+            },
+            "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
+        }
+    return obj
+
+
+def with_resource_claim(obj: dict[str, Any], claim: str) -> dict[str, Any]:
+    """templates/pod-with-claim-template.yaml: the pod's claim "resource" from the
+    template, created (status.resourceClaimStatuses names it)."""
+    obj["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": "test-claim-template"}
+    ]
+    obj.setdefault("status", {})["resourceClaimStatuses"] = [
+        {"name": "resource", "resourceClaimName": claim}
+    ]
+    return obj

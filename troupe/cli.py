@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses, "
         "PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, "
-        "CSIDrivers and CSIStorageCapacities",
+        "CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices, "
+        "ResourceClaims and ResourceClaimTemplates",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")

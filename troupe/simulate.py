@@ -5,7 +5,8 @@ YAML, or `kind: List` in YAML or JSON, as `kubectl get nodes,pods -A -o json`
 prints it): Nodes, Pods, PriorityClasses, PodGroups (scheduler-plugins' and
 Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1) and storage:
 PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers
-and CSIStorageCapacities. A file is JSON if its
+and CSIStorageCapacities, and devices: DeviceClasses, ResourceSlices,
+ResourceClaims and ResourceClaimTemplates. A file is JSON if its
 name ends in .json or its text starts with `{` or `[` and parses as JSON; JSON
 goes through the standard library's C decoder, YAML through libyaml's parser
 (`load_yaml_documents`), both with the same bounds. Pods with
@@ -745,6 +746,14 @@ def format_table(result: SimulationResult) -> str:
         for k, c, v in vols:
             how = "provisioned" if v["provisioned"] else "bound"
             lines.append(f"{k:<{pw}}  {c:<{cw}}  {v['pv']} ({how})")
+    devs = [(k, c, d) for k, p in result.pods.items() for c, d in p.get("devices", {}).items()]
+    if devs:
+        lines.append("")
+        pw = max([len("POD"), *(len(k) for k, _, _ in devs)])
+        cw = max([len("CLAIM"), *(len(c) for _, c, _ in devs)])
+        lines.append(f"{'POD':<{pw}}  {'CLAIM':<{cw}}  DEVICES")
+        for k, c, d in devs:
+            lines.append(f"{k:<{pw}}  {c:<{cw}}  {', '.join(d)}")
     if result.pod_groups:
         lines.append("")
         gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])

@@ -446,7 +446,7 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "Starting: troupe run --kubeconfig" in out
-    assert "10 of 15 pods bound" in out
+    assert "14 of 19 pods bound" in out
     # the WaitForFirstConsumer claim: Troupe picks the node, the demo's provisioner
     # makes the PV there, and the pod is bound to that node
     prov = re.search(r"provisioner: shop/db-data -> PV pvc-\S+ on (\S+)", out)
@@ -454,6 +454,12 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(rf"pod shop/db +-> {prov.group(1)}$", out, re.M), out
     assert "pod ml/trainer                   -> gpu-b1" in out
     assert "podgroup ml/allreduce" in out and "phase=Scheduling" in out
+    # the DRA gang: the demo plays the resourceclaim controller, Troupe allocates
+    # one of the fake driver's GPUs to each member, four different ones
+    for i in range(4):
+        assert f"resourceclaim controller: ml/finetune-{i}-gpu-" in out, out
+    got = re.findall(r"pod ml/finetune-\d +-> \S+ \(gpu: (gpu\.example\.com/\S+)\)$", out, re.M)
+    assert len(got) == len(set(got)) == 4, out
     # the native gang (scheduling.k8s.io/v1beta1) binds whole and says so
     assert "pod ml/ring-0" in out and "pod ml/ring-1" in out
     assert (

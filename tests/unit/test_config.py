@@ -196,6 +196,7 @@ def test_in_tree_defaults() -> None:
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
         ],
         "filter": [
             "NodeUnschedulable",
@@ -210,6 +211,7 @@ def test_in_tree_defaults() -> None:
             "VolumeZone",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
         ],
         "postFilter": ["Coscheduling", "DefaultPreemption"],
         "preScore": [
@@ -232,9 +234,9 @@ def test_in_tree_defaults() -> None:
             "NodeResourcesBalancedAllocation*1",
             "ImageLocality*1",
         ],
-        "reserve": ["Coscheduling", "VolumeBinding"],
+        "reserve": ["Coscheduling", "VolumeBinding", "DynamicResources"],
         "permit": ["Coscheduling"],
-        "preBind": ["VolumeBinding"],
+        "preBind": ["VolumeBinding", "DynamicResources"],
         "bind": ["DefaultBinder"],
         "postBind": ["Coscheduling"],
     }
@@ -1000,6 +1002,7 @@ def test_full_file() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
     ]
     assert got["score"] == [
         "NodeResourcesFit*4",

@@ -4,7 +4,7 @@ them.
 
 For each claim in order, each request in order (a `firstAvailable` request
 tries its alternatives in the order given), the devices are taken from those
-published for the node (`DeviceStore.devices_for`) that
+published for the node (`DeviceStore.slices_for`) that
 
 - the request's DeviceClass selectors and the request's own selectors select
   (CEL; an expression that fails on a device fails the allocation with its
@@ -42,10 +42,10 @@ from troupe.dra.types import (
     Allocation,
     AllocationResult,
     AttributeValue,
-    DeviceClass,
     DeviceID,
     ExactRequest,
     ResourceClaim,
+    ResourceSlice,
 )
 
 MAX_STEPS: Final = 20_000
@@ -85,11 +85,11 @@ def node_selector_term(node: str) -> dict[str, Any]:
     }
 
 
-def _class_selected(store: DeviceStore, cls: DeviceClass, p: Published) -> bool:
-    for expr in cls.selectors:
+def _selected(store: DeviceStore, exprs: tuple[str, ...], p: Published, where: str) -> bool:
+    for i, expr in enumerate(exprs):
         got = store.selects(expr, p)
         if isinstance(got, CelError):
-            raise AllocationError(f"class {cls.name}: selector #{cls.selectors.index(expr)}: {got}")
+            raise AllocationError(f"{where}: selector #{i}: {got}")
         if not got:
             return False
     return True
@@ -99,39 +99,35 @@ def _candidates(
     store: DeviceStore,
     claim: ResourceClaim,
     req: ExactRequest,
-    devices: Sequence[Published],
+    slices: Sequence[ResourceSlice],
 ) -> list[Published]:
+    """The devices of `slices` the request could take, in use or not (what a
+    slice says is remembered per class version, selectors and tolerations)."""
     cls = store.device_class(req.device_class)
     if cls is None:
         raise AllocationError(
             f"claim {claim.key}, request {req.name}: could not retrieve device class "
             f'{req.device_class}: deviceclass.resource.k8s.io "{req.device_class}" not found'
         )
-    out = []
-    for p in devices:
+    where = f"claim {claim.key}, request {req.name}"
+
+    def admits(p: Published) -> bool:
         if p.device.unsupported or p.slice.unsupported:
-            continue
-        if not _class_selected(store, cls, p):
-            continue
-        ok = True
-        for i, expr in enumerate(req.selectors):
-            got = store.selects(expr, p)
-            if isinstance(got, CelError):
-                raise AllocationError(
-                    f"claim {claim.key}, request {req.name}: selector #{i}: {got}"
-                )
-            if not got:
-                ok = False
-                break
-        if not ok:
-            continue
-        if any(
+            return False
+        if not _selected(store, cls.selectors, p, f"class {cls.name}"):
+            return False
+        if not _selected(store, req.selectors, p, where):
+            return False
+        return not any(
             t.effect in DO_NOT_SCHEDULE_EFFECTS
             and not any(tol.tolerates(t) for tol in req.tolerations)
             for t in p.device.taints
-        ):
-            continue
-        out.append(p)
+        )
+
+    key = (cls.name, cls.resource_version, req.selectors, req.tolerations)
+    out: list[Published] = []
+    for s in slices:
+        out.extend(store.matching(s, key, admits))
     return out
 
 
@@ -141,24 +137,40 @@ def allocate(
     node: str,
     labels: Mapping[str, str],
     taken: set[DeviceID] | None = None,
+    build: bool = True,
 ) -> list[Allocation] | None:
     """One allocation per claim on `node`, or None when they do not all fit.
     `taken`: devices that other claims being allocated in the same decision
-    hold already (a gang's members). AllocationError when a claim can never be
-    allocated as it stands."""
-    devices = store.devices_for(node, labels)
+    hold already. `build` False: only whether they fit (an empty list), as
+    Filter asks. AllocationError when a claim can never be allocated as it
+    stands."""
+    slices = store.slices_for(node, labels)
+    if not slices:
+        return None
     slots = []
     for ci, claim in enumerate(claims):
         for ri, r in enumerate(claim.requests):
-            alts = tuple((alt, _candidates(store, claim, alt, devices)) for alt in r.alternatives)
+            alts = tuple((alt, _candidates(store, claim, alt, slices)) for alt in r.alternatives)
             slots.append(_Slot(ci, ri, alts))
-    if not devices:
+    if not build and len(slots) == 1 and not taken and _counts_only(claims[0], slots[0]):
+        # One request for some devices of one kind and nothing binding them
+        # together: whether it fits is whether enough of them are free.
+        alt, cands = slots[0].alternatives[0]
+        used = store.used
+        need = alt.count
+        for p in cands:
+            if p.device.id not in used:
+                need -= 1
+                if not need:
+                    return []
         return None
     search = _Search(store, claims, slots, set(taken or ()))
     search.chosen = [{} for _ in claims]
     search.picked = [[] for _ in claims]
     if not _fill(search, 0):
         return None
+    if not build:
+        return []
     out = []
     for ci, _claim in enumerate(claims):
         results = []
@@ -199,6 +211,13 @@ def allocate(
             raw["nodeSelector"] = raw_sel
         out.append(Allocation(tuple(results), sel, raw))
     return out
+
+
+def _counts_only(claim: ResourceClaim, slot: _Slot) -> bool:
+    if claim.constraints or len(slot.alternatives) != 1:
+        return False
+    alt = slot.alternatives[0][0]
+    return alt.mode != ALL and not alt.admin_access
 
 
 def _config(
@@ -268,9 +287,8 @@ def _constraints_hold(search: _Search, ci: int) -> bool:
 
 
 def _free(search: _Search, p: Published, admin: bool) -> bool:
-    if p.device.id in search.taken:
-        return False
-    return admin or not search.store.in_use(p.device.id)
+    d = p.device.id
+    return d not in search.taken and (admin or d not in search.store.used)
 
 
 def _fill(search: _Search, i: int) -> bool:
@@ -296,7 +314,11 @@ def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published
             return False
         return _commit(search, slot, alt, list(cands), i)
     need = alt.count
-    free = [p for p in cands if _free(search, p, alt.admin_access)]
+    taken, used = search.taken, search.store.used
+    if alt.admin_access:
+        free = [p for p in cands if p.device.id not in taken]
+    else:
+        free = [p for p in cands if (d := p.device.id) not in taken and d not in used]
     if len(free) < need:
         return False
     picked: list[Published] = []

@@ -20,6 +20,7 @@ CEL, and a slice is read far more often than it changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from troupe.api.selectors import node_selector_matches
@@ -66,9 +67,13 @@ class DeviceStore:
         self._by_node: dict[str, set[str]] = {}  # node name -> slice names
         self._network: set[str] = set()  # slices with a node selector or for all nodes
         self._generation: dict[tuple[str, str], int] = {}  # (driver, pool) -> newest
+        self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> slice names
         # Devices in use by allocated claims (as readers see them) -> claim keys.
         self._in_use: dict[DeviceID, set[str]] = {}
         self._envs: dict[tuple[str, str, int], DeviceEnv] = {}
+        self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
+        self._published: dict[str, tuple[Published, ...]] = {}
+        self._matching: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
         self.listeners: list[Callable[[], None]] = []
 
@@ -98,6 +103,9 @@ class DeviceStore:
                 self._slices[obj.name] = obj
                 self._index_slice(obj)
             self._refresh_generation(obj.driver, obj.pool)
+            self._local.clear()
+            self._published.pop(obj.name, None)
+            self._matching.pop(obj.name, None)
         else:
             old = self._classes.pop(obj.name, None)
             if not deleted:
@@ -107,12 +115,18 @@ class DeviceStore:
         return old
 
     def _index_slice(self, s: ResourceSlice) -> None:
+        self._pools.setdefault((s.driver, s.pool), set()).add(s.name)
         if s.node_name:
             self._by_node.setdefault(s.node_name, set()).add(s.name)
         else:
             self._network.add(s.name)
 
     def _unindex_slice(self, s: ResourceSlice) -> None:
+        pool = self._pools.get((s.driver, s.pool))
+        if pool is not None:
+            pool.discard(s.name)
+            if not pool:
+                del self._pools[(s.driver, s.pool)]
         if s.node_name:
             names = self._by_node.get(s.node_name)
             if names is not None:
@@ -127,9 +141,8 @@ class DeviceStore:
             self._verdicts = {k: v for k, v in self._verdicts.items() if k[1] != s.name}
 
     def _refresh_generation(self, driver: str, pool: str) -> None:
-        gens = [
-            s.generation for s in self._slices.values() if s.driver == driver and s.pool == pool
-        ]
+        names = self._pools.get((driver, pool), set())
+        gens = [self._slices[n].generation for n in names]
         if gens:
             self._generation[(driver, pool)] = max(gens)
         else:
@@ -159,6 +172,11 @@ class DeviceStore:
             if c is not None:
                 yield c
 
+    @property
+    def used(self) -> Mapping[DeviceID, AbstractSet[str]]:
+        """Devices in use (allocated or in flight), for membership tests."""
+        return self._in_use
+
     def in_use(self, device: DeviceID) -> bool:
         return bool(self._in_use.get(device))
 
@@ -168,28 +186,63 @@ class DeviceStore:
     def has_devices(self) -> bool:
         return bool(self._slices)
 
-    def devices_for(self, node: str, labels: Mapping[str, str]) -> list[Published]:
-        """The devices usable on the node, of each pool's newest generation."""
-        out: list[Published] = []
-        names = sorted(self._by_node.get(node, ()))
+    def slices_for(self, node: str, labels: Mapping[str, str]) -> list[ResourceSlice]:
+        """The slices whose devices are usable on the node, of each pool's newest
+        generation (remembered per node until a slice changes; a node's labels
+        matter only to slices with a node selector, which are then looked at
+        again)."""
+        local = self._local.get(node)
+        if local is None:
+            local = [
+                s
+                for name in sorted(self._by_node.get(node, ()))
+                if (s := self._slices[name]).generation
+                >= self._generation.get((s.driver, s.pool), 0)
+            ]
+            self._local[node] = local
+        if not self._network:
+            return local
+        out = list(local)
         for name in sorted(self._network):
-            s = self._slices[name]
-            if s.all_nodes or (
-                s.node_selector is not None and node_selector_matches(s.node_selector, labels, node)
-            ):
-                names.append(name)
-        for name in names:
             s = self._slices[name]
             if s.generation < self._generation.get((s.driver, s.pool), 0):
                 continue
-            out.extend(Published(d, s, i) for i, d in enumerate(s.devices))
+            if s.all_nodes or (
+                s.node_selector is not None and node_selector_matches(s.node_selector, labels, node)
+            ):
+                out.append(s)
         return out
+
+    def devices_for(self, node: str, labels: Mapping[str, str]) -> list[Published]:
+        """The devices usable on the node (see `slices_for`)."""
+        return [p for s in self.slices_for(node, labels) for p in self.published(s)]
+
+    def published(self, s: ResourceSlice) -> tuple[Published, ...]:
+        got = self._published.get(s.name)
+        if got is None or (got and got[0].slice is not s):
+            got = self._published[s.name] = tuple(
+                Published(d, s, i) for i, d in enumerate(s.devices)
+            )
+        return got
+
+    def matching(
+        self, s: ResourceSlice, key: tuple[object, ...], test: Callable[[Published], bool]
+    ) -> tuple[Published, ...]:
+        """The slice's devices that `test` admits, remembered under `key` (what
+        the test depends on: a class and its version, a request's selectors and
+        tolerations) until the slice changes. `test` may raise; nothing is
+        remembered then."""
+        per_slice = self._matching.setdefault(s.name, {})
+        got = per_slice.get(key)
+        if got is None or (got and got[0].slice is not s):
+            got = per_slice[key] = tuple(p for p in self.published(s) if test(p))
+        return got
 
     def pool_incomplete(self, driver: str, pool: str) -> bool:
         """Whether fewer slices of the pool's newest generation are known than
         it says it has (a driver in the middle of publishing it)."""
         gen = self._generation.get((driver, pool))
-        slices = [s for s in self._slices.values() if s.driver == driver and s.pool == pool]
+        slices = [self._slices[n] for n in self._pools.get((driver, pool), ())]
         if gen is None or not slices:
             return True
         current = [s for s in slices if s.generation == gen]
@@ -224,6 +277,25 @@ class DeviceStore:
         self._assumed[claim.key] = claim
         self._reindex_claim(claim.key, before)
         return before or claim
+
+    def assume_for_now(self, claim: ResourceClaim) -> Callable[[], None]:
+        """Assume the claim until the returned function is called, which puts
+        back what was assumed before (a group trial's tentative allocation)."""
+        key = claim.key
+        prior = self._assumed.get(key)
+        before = self.claim(key)
+        self._assumed[key] = claim
+        self._reindex_claim(key, before)
+
+        def undo() -> None:
+            now = self.claim(key)
+            if prior is None:
+                self._assumed.pop(key, None)
+            else:
+                self._assumed[key] = prior
+            self._reindex_claim(key, now)
+
+        return undo
 
     def restore(self, key: str) -> None:
         """Drop the assumed version of a claim (Unreserve)."""

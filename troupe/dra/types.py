@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from troupe.api._read import (
     get_bool,
@@ -59,8 +59,10 @@ class Version:
 AttributeValue = bool | int | str | Version
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceID:
+class DeviceID(NamedTuple):
+    """A device as allocation results name it (a tuple: hashed in C, as the
+    allocator looks devices up in the in-use set for every node it tries)."""
+
     driver: str
     pool: str
     device: str

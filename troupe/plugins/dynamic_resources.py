@@ -31,7 +31,7 @@ added or changes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -66,6 +66,7 @@ from troupe.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
+    TrialChargePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
 from troupe.snapshot import NodeTable
@@ -143,6 +144,7 @@ class DynamicResources(
     NodeFilterPlugin,
     ReservePlugin,
     PreBindPlugin,
+    TrialChargePlugin,
     EnqueueExtensions,
 ):
     NAME: Final = NAME
@@ -208,12 +210,53 @@ class DynamicResources(
         if not s.pending:
             return SUCCESS
         try:
-            got = allocate(self.store, s.pending, name, labels)
+            got = allocate(self.store, s.pending, name, labels, build=False)
         except AllocationError as e:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
         if got is None:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
         return SUCCESS
+
+    # ---- a group trial's charge ------------------------------------------------------
+
+    def charge(self, state: CycleState, pod: Pod, node: str) -> Callable[[], None] | None:
+        """While a gang's members are tried one after another, this member's
+        devices on `node` are held (as in flight) so that the next members are
+        searched against what is left; undone when the trial ends."""
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State):
+            return None
+        now = [self.store.claim(c.key) or c for c in s.pending]
+        fresh = [c for c in now if c.allocation is None]
+        undos: list[Callable[[], None]] = []
+        if fresh:
+            got = self._allocate_on(fresh, node)
+            if isinstance(got, list):
+                for c, a in zip(fresh, got, strict=True):
+                    undos.append(self.store.assume_for_now(replace(c, allocation=a)))
+        for c in s.allocated:
+            cur = self.store.claim(c.key) or c
+            if not cur.reserved_for_pod(pod.uid):
+                undos.append(self.store.assume_for_now(_reserved(cur, pod)))
+
+        def undo() -> None:
+            for u in reversed(undos):
+                u()
+
+        return undo if undos else None
+
+    def _allocate_on(self, claims: list[ResourceClaim], node: str) -> list[Allocation] | Status:
+        snapshot = self.handle.snapshot()
+        row = snapshot.row_of.get(node)
+        node_obj = snapshot.node_objs[row] if row is not None else None
+        labels = node_obj.labels if node_obj is not None else {}
+        try:
+            got = allocate(self.store, claims, node, labels)
+        except AllocationError as e:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
+        if got is None:
+            return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+        return got
 
     # ---- Reserve / Unreserve ---------------------------------------------------------
 
@@ -226,16 +269,9 @@ class DynamicResources(
         fresh = [c for c in pending if c.allocation is None]
         allocations: list[Allocation] = []
         if fresh:
-            snapshot = self.handle.snapshot()
-            row = snapshot.row_of.get(node)
-            node_obj = snapshot.node_objs[row] if row is not None else None
-            labels = node_obj.labels if node_obj is not None else {}
-            try:
-                got = allocate(self.store, fresh, node, labels)
-            except AllocationError as e:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
-            if got is None:
-                return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+            got = self._allocate_on(fresh, node)
+            if isinstance(got, Status):
+                return got
             allocations = got
         for c, a in zip(fresh, allocations, strict=True):
             s.allocations[c.key] = a
@@ -245,10 +281,7 @@ class DynamicResources(
         return SUCCESS
 
     def _assume(self, s: _State, claim: ResourceClaim, pod: Pod) -> None:
-        if not claim.reserved_for_pod(pod.uid):
-            claim = replace(
-                claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod.name, pod.uid))
-            )
+        claim = _reserved(claim, pod)
         s.assumed[claim.key] = claim
         self.store.assume(claim)
 
@@ -418,6 +451,13 @@ class DynamicResources(
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, every), devices_changed),
         ]
+
+
+def _reserved(claim: ResourceClaim, pod: Pod) -> ResourceClaim:
+    """The claim with the pod among its consumers."""
+    if claim.reserved_for_pod(pod.uid):
+        return claim
+    return replace(claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod.name, pod.uid)))
 
 
 def _read_claim(obj: Mapping[str, Any]) -> ResourceClaim:
