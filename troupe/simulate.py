@@ -432,6 +432,9 @@ class Simulation:
             claim["metadata"].setdefault("resourceVersion", "1")
             self.cluster.resource_claims[key] = claim
             self.scheduler.on_dra_object("ResourceClaim", claim)
+            # (the pod is a shallow copy of the caller's: its status is copied
+            # before it is written, so that the caller's object stays as it was)
+            pod["status"] = dict(pod.get("status") or {})
             record_claim(pod, pod_claim, str(claim["metadata"]["name"]))
 
     def _devices_of(self, obj: Mapping[str, Any]) -> dict[str, list[str]]:

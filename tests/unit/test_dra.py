@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import make_node
 from tests.unit.dra_helpers import (
     DRIVER,
     claim,
@@ -361,3 +362,42 @@ def test_devices_in_flight_are_never_given_twice_within_a_gang() -> None:
     devices = [d for n, ds in got.values() for d in ds.get("gpu", [])]
     assert sorted(n for n, _ in got.values() if n) == ["n0", "n0", "n1"]
     assert len(devices) == len(set(devices)) == 3
+
+
+def test_a_gangs_members_are_searched_against_the_devices_earlier_members_took(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four members, two GPUs on each of two nodes, n0 far roomier (every
+    member scores it best): each member's GPU is held while the next is
+    searched, so the gang spreads over both nodes (the snapshot charges cpu,
+    not devices: without the trial charge all four counted n0's two free GPUs
+    and the gang failed at Reserve)."""
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 4},
+    }
+
+    def objects() -> list[dict[str, Any]]:
+        return [
+            make_node("n0").capacity(cpu=256, memory="1Ti", pods=110).obj(),
+            make_node("n1").capacity(cpu=8, memory="32Gi", pods=110).obj(),
+            device_class(),
+            gpus("n0", 2),
+            gpus("n1", 2),
+            group,
+            template("t", request()),
+            *(pod(f"m{i}", template="t", group="g") for i in range(4)),
+        ]
+
+    got = placed(run(objects())[1])
+    devices = sorted(d for _, ds in got.values() for d in ds["gpu"])
+    assert devices == sorted(f"{DRIVER}/n{n}/gpu-{i}" for n in (0, 1) for i in (0, 1))
+    assert sorted(n for n, _ in got.values()) == ["n0", "n0", "n1", "n1"]
+
+    from troupe.framework.runtime import Profile
+
+    monkeypatch.setattr(Profile, "run_trial_charge", lambda self, state, pod, node: [])
+    got = placed(run(objects())[1])
+    assert all(n is None for n, _ in got.values())  # what the charge prevents
