@@ -401,3 +401,64 @@ def test_a_gangs_members_are_searched_against_the_devices_earlier_members_took(
     monkeypatch.setattr(Profile, "run_trial_charge", lambda self, state, pod, node: [])
     got = placed(run(objects())[1])
     assert all(n is None for n, _ in got.values())  # what the charge prevents
+
+
+def gang(name: str, min_member: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min_member},
+    }
+
+
+def test_a_claim_two_members_share_is_allocated_once_for_both() -> None:
+    sim, result = run(
+        [
+            node("n0"),
+            node("n1"),
+            device_class(),
+            gpus("n1", 1),
+            gang("g", 2),
+            claim("shared", request()),
+            pod("a", claim="shared", group="g"),
+            pod("b", claim="shared", group="g"),
+        ]
+    )
+    got = placed(result)
+    assert got["a"] == got["b"] == ("n1", {"gpu": [f"{DRIVER}/n1/gpu-0"]})
+    c = sim.cluster.resource_claims["default/shared"]
+    assert sorted(r["name"] for r in c["status"]["reservedFor"]) == ["a", "b"]
+
+
+def test_upstream_138765_a_members_choice_leaves_a_later_member_its_only_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kubernetes/kubernetes#138765: a gang fails although a valid split exists,
+    because each member's devices are picked on their own. Here the first
+    member takes any GPU and the second only the large one; picked alone the
+    first would take the large one (first in the slice) and shut the second
+    out; picked together, the first gets the small one."""
+    large = 'device.capacity["gpu.example.com"].memory.compareTo(quantity("64Gi")) >= 0'
+
+    def objects() -> list[dict[str, Any]]:
+        return [
+            node("n0"),
+            device_class(),
+            slice_("s", device("large", memory="80Gi"), device("small", memory="40Gi"), node="n0"),
+            gang("g", 2),
+            template("any", request()),
+            template("large", request("gpu", None, large)),
+            pod("first", template="any", group="g"),
+            pod("second", template="large", group="g"),
+        ]
+
+    got = placed(run(objects())[1])
+    assert got["first"] == ("n0", {"gpu": [f"{DRIVER}/n0/small"]})
+    assert got["second"] == ("n0", {"gpu": [f"{DRIVER}/n0/large"]})
+
+    from troupe.plugins.dynamic_resources import DynamicResources
+
+    monkeypatch.setattr(DynamicResources, "charge", lambda self, state, pod, node: None)
+    got = placed(run(objects())[1])
+    assert got["first"][0] is None and got["second"][0] is None  # each picked alone

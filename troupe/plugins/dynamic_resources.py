@@ -30,6 +30,7 @@ added or changes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -78,6 +79,7 @@ _STATE_KEY: Final = "PreFilter" + NAME
 NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 IN_USE: Final = "resourceclaim in use"
 _WRITE_ATTEMPTS: Final = 5
+ALLOCATION_WAIT_SECONDS: Final = 30.0
 
 
 def claim_name(pod: Pod, index: int) -> str | None:
@@ -152,6 +154,11 @@ class DynamicResources(
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self.store: DeviceStore = handle.devices
+        # A group trial in progress: the claims of the members tried so far, by
+        # node, and the node of each; the last joint allocation of each claim.
+        self._trial: dict[str, dict[str, ResourceClaim]] = {}
+        self._trial_node: dict[str, str] = {}
+        self._plan: dict[str, tuple[str, Allocation]] = {}
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> DynamicResources:
@@ -209,8 +216,20 @@ class DynamicResources(
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
         if not s.pending:
             return SUCCESS
+        claims = s.pending
+        if self._trial_node:
+            # A gang's trial: the earlier members' claims tried on this node are
+            # allocated together with this member's, so that their choice never
+            # shuts out a split that fits all of them.
+            for c in s.pending:
+                where = self._trial_node.get(c.key)
+                if where is not None and where != name:
+                    return Status(Code.UNSCHEDULABLE, (NOT_AVAILABLE,), NAME)
+            here = self._trial.get(name)
+            if here:
+                claims = [*here.values(), *(c for c in s.pending if c.key not in here)]
         try:
-            got = allocate(self.store, s.pending, name, labels, build=False)
+            got = allocate(self.store, claims, name, labels, build=False)
         except AllocationError as e:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
         if got is None:
@@ -221,29 +240,32 @@ class DynamicResources(
 
     def charge(self, state: CycleState, pod: Pod, node: str) -> Callable[[], None] | None:
         """While a gang's members are tried one after another, this member's
-        devices on `node` are held (as in flight) so that the next members are
-        searched against what is left; undone when the trial ends."""
+        claims are held on `node` (not its devices: the claims of every member
+        tried there are allocated together, each time one more joins, and the
+        joint choice is what Reserve takes); undone when the trial ends."""
         s = state.get(_STATE_KEY)
-        if not isinstance(s, _State):
+        if not isinstance(s, _State) or not s.pending:
             return None
-        now = [self.store.claim(c.key) or c for c in s.pending]
-        fresh = [c for c in now if c.allocation is None]
-        undos: list[Callable[[], None]] = []
-        if fresh:
-            got = self._allocate_on(fresh, node)
-            if isinstance(got, list):
-                for c, a in zip(fresh, got, strict=True):
-                    undos.append(self.store.assume_for_now(replace(c, allocation=a)))
-        for c in s.allocated:
-            cur = self.store.claim(c.key) or c
-            if not cur.reserved_for_pod(pod.uid):
-                undos.append(self.store.assume_for_now(_reserved(cur, pod)))
+        if not self._trial_node:
+            self._plan.clear()  # a new trial: older plans were taken or dropped
+        here = self._trial.setdefault(node, {})
+        added = [c for c in s.pending if c.key not in here]
+        for c in added:
+            here[c.key] = self.store.claim(c.key) or c
+            self._trial_node[c.key] = node
+        got = self._allocate_on(list(here.values()), node)
+        if isinstance(got, list):
+            for c, a in zip(here.values(), got, strict=True):
+                self._plan[c.key] = (node, a)
 
         def undo() -> None:
-            for u in reversed(undos):
-                u()
+            for c in added:
+                self._trial_node.pop(c.key, None)
+                here.pop(c.key, None)
+            if not here:
+                self._trial.pop(node, None)
 
-        return undo if undos else None
+        return undo
 
     def _allocate_on(self, claims: list[ResourceClaim], node: str) -> list[Allocation] | Status:
         snapshot = self.handle.snapshot()
@@ -269,16 +291,34 @@ class DynamicResources(
         fresh = [c for c in pending if c.allocation is None]
         allocations: list[Allocation] = []
         if fresh:
-            got = self._allocate_on(fresh, node)
-            if isinstance(got, Status):
-                return got
-            allocations = got
+            planned = self._planned(fresh, node)
+            if planned is None:
+                got = self._allocate_on(fresh, node)
+                if isinstance(got, Status):
+                    return got
+                planned = got
+            allocations = planned
         for c, a in zip(fresh, allocations, strict=True):
             s.allocations[c.key] = a
             self._assume(s, replace(c, allocation=a), pod)
         for c in [*s.allocated, *(c for c in pending if c.allocation is not None)]:
             self._assume(s, self.store.claim(c.key) or c, pod)
         return SUCCESS
+
+    def _planned(self, claims: list[ResourceClaim], node: str) -> list[Allocation] | None:
+        """The allocations a gang's trial chose for the claims on `node`, if
+        there is one for each and its devices are still free."""
+        out = []
+        used = self.store.used
+        for c in claims:
+            plan = self._plan.pop(c.key, None)
+            if plan is None or plan[0] != node:
+                return None
+            a = plan[1]
+            if any(r.device_id in used for r in a.results if not r.admin_access):
+                return None
+            out.append(a)
+        return out
 
     def _assume(self, s: _State, claim: ResourceClaim, pod: Pod) -> None:
         claim = _reserved(claim, pod)
@@ -315,6 +355,8 @@ class DynamicResources(
         """The claim allocated (when `ours`) and reserved for the pod, retried
         on a conflict against the claim as the API has it then."""
         client = self.handle.client
+        if ours is None:
+            await self._wait_allocated(key)
         base = self.store.api_claim(key)
         obj: Mapping[str, Any] | None = None
         for attempt in range(_WRITE_ATTEMPTS):
@@ -330,6 +372,29 @@ class DynamicResources(
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise
                 log.info("conflict writing resourceclaim %s for %s; reading it again", key, pod.key)
+
+    async def _wait_allocated(self, key: str) -> None:
+        """A claim this pod shares with another whose binding cycle allocates it
+        (a gang's members): wait until that allocation is written and back
+        through the watch, as long as it is still in flight (at most
+        ALLOCATION_WAIT_SECONDS)."""
+        clock = self.handle.clock
+        deadline = clock.now() + ALLOCATION_WAIT_SECONDS
+        while True:
+            api = self.store.api_claim(key)
+            if api is not None and api.allocation is not None:
+                return
+            mine = self.store.claim(key)
+            if mine is None or mine.allocation is None or clock.now() >= deadline:
+                return  # nothing in flight any more: the write says what is wrong
+            ev = asyncio.Event()
+            self.store.listeners.append(ev.set)
+            timer = clock.call_at(min(deadline, clock.now() + 1.0), ev.set)
+            try:
+                await ev.wait()
+            finally:
+                timer.cancel()
+                self.store.listeners.remove(ev.set)
 
     async def _write_once(self, pod: Pod, base: ResourceClaim, ours: Allocation | None) -> None:
         client = self.handle.client
