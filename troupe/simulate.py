@@ -65,7 +65,12 @@ from troupe.api.types import (
 from troupe.clock import VirtualClock
 from troupe.cluster import InMemoryCluster
 from troupe.config import SchedulerConfig
-from troupe.dra.controller import claim_from_template, pending_template_claims, record_claim
+from troupe.dra.controller import (
+    claim_from_template,
+    pending_template_claims,
+    record_claim,
+    release_pod,
+)
 from troupe.dra.types import DRA_KINDS, RESOURCE_API
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
@@ -359,6 +364,8 @@ class Simulation:
         node = spec.get("nodeName") if isinstance(spec, dict) else None
         self.removed[key] = (obj, node if isinstance(node, str) and node else None)
         self.scheduler.on_pod(obj, deleted=True)
+        for claim, deleted in release_pod(self.cluster.resource_claims, obj):
+            self.scheduler.on_dra_object("ResourceClaim", claim, deleted=deleted)
 
     def _load(self) -> list[str]:
         s = self.scheduler

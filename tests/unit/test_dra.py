@@ -5,6 +5,7 @@ allocator do, pod by pod."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -462,3 +463,50 @@ def test_upstream_138765_a_members_choice_leaves_a_later_member_its_only_device(
     monkeypatch.setattr(DynamicResources, "charge", lambda self, state, pod, node: None)
     got = placed(run(objects())[1])
     assert got["first"][0] is None and got["second"][0] is None  # each picked alone
+
+
+def test_preemption_counts_the_devices_its_victims_would_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node's only GPU is held by a low-priority pod's claim: preemption
+    sees that evicting the pod frees the GPU (its claim is the pod's alone),
+    evicts it, and the preemptor gets the GPU once the controller has
+    released the victim's claim."""
+    held = claim("held", request())
+    held["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0"}]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0"]}]}
+                ]
+            },
+        },
+        "reservedFor": [{"resource": "pods", "name": "victim", "uid": "uid-default-victim"}],
+    }
+    victim = pod("victim", claim="held")
+    victim["spec"]["nodeName"] = "n0"
+    victim["spec"]["priority"] = 0
+    victim["status"]["phase"] = "Running"
+    preemptor = pod("preemptor", template="t")
+    preemptor["spec"]["priority"] = 100
+
+    def objects() -> list[dict[str, Any]]:
+        made = [node("n0"), device_class(), gpus("n0", 1), held, template("t", request())]
+        return copy.deepcopy([*made, victim, preemptor])
+
+    sim, result = run(objects())
+    out = result.to_json_obj()["pods"]
+    assert out["default/victim"]["preemptedBy"] == "default/preemptor"
+    assert out["default/preemptor"]["node"] == "n0"
+    assert out["default/preemptor"]["devices"] == {"gpu": [f"{DRIVER}/n0/gpu-0"]}
+    assert "reservedFor" not in sim.cluster.resource_claims["default/held"]["status"]
+
+    from troupe.plugins.dynamic_resources import DynamicResources
+
+    monkeypatch.setattr(DynamicResources, "_released", lambda self, *a: set())
+    out = run(objects())[1].to_json_obj()["pods"]
+    assert out["default/victim"]["preemptedBy"] is None  # devices not counted: no victim
+    assert out["default/preemptor"]["node"] is None

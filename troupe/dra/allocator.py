@@ -30,6 +30,7 @@ the field were not there.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -74,6 +75,11 @@ class _Search:
     chosen: list[dict[str, list[Published]]] = field(default_factory=list)
     picked: list[list[tuple[ExactRequest, list[Published]]]] = field(default_factory=list)
     steps: int = 0
+    # Devices in use that count as free (their pods are preemption's victims).
+    released: AbstractSet[DeviceID] = frozenset()
+
+    def in_use(self, d: DeviceID) -> bool:
+        return d in self.store.used and d not in self.released
 
 
 def node_selector_term(node: str) -> dict[str, Any]:
@@ -138,12 +144,14 @@ def allocate(
     labels: Mapping[str, str],
     taken: set[DeviceID] | None = None,
     build: bool = True,
+    released: AbstractSet[DeviceID] = frozenset(),
 ) -> list[Allocation] | None:
     """One allocation per claim on `node`, or None when they do not all fit.
     `taken`: devices that other claims being allocated in the same decision
     hold already. `build` False: only whether they fit (an empty list), as
-    Filter asks. AllocationError when a claim can never be allocated as it
-    stands."""
+    Filter asks. `released`: devices in use that count as free (preemption's
+    dry run: the pods holding them are the victims). AllocationError when a
+    claim can never be allocated as it stands."""
     slices = store.slices_for(node, labels)
     if not slices:
         return None
@@ -159,12 +167,12 @@ def allocate(
         used = store.used
         need = alt.count
         for p in cands:
-            if p.device.id not in used:
+            if (d := p.device.id) not in used or d in released:
                 need -= 1
                 if not need:
                     return []
         return None
-    search = _Search(store, claims, slots, set(taken or ()))
+    search = _Search(store, claims, slots, set(taken or ()), released=released)
     search.chosen = [{} for _ in claims]
     search.picked = [[] for _ in claims]
     if not _fill(search, 0):
@@ -288,7 +296,7 @@ def _constraints_hold(search: _Search, ci: int) -> bool:
 
 def _free(search: _Search, p: Published, admin: bool) -> bool:
     d = p.device.id
-    return d not in search.taken and (admin or d not in search.store.used)
+    return d not in search.taken and (admin or not search.in_use(d))
 
 
 def _fill(search: _Search, i: int) -> bool:
@@ -314,10 +322,13 @@ def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published
             return False
         return _commit(search, slot, alt, list(cands), i)
     need = alt.count
-    taken, used = search.taken, search.store.used
+    taken = search.taken
     if alt.admin_access:
         free = [p for p in cands if p.device.id not in taken]
+    elif search.released:
+        free = [p for p in cands if (d := p.device.id) not in taken and not search.in_use(d)]
     else:
+        used = search.store.used
         free = [p for p in cands if (d := p.device.id) not in taken and d not in used]
     if len(free) < need:
         return False

@@ -82,3 +82,47 @@ def record_claim(pod: dict[str, Any], pod_claim: str, claim_name: str) -> None:
     entries = [s for s in status.get("resourceClaimStatuses") or [] if s.get("name") != pod_claim]
     entries.append({"name": pod_claim, "resourceClaimName": claim_name})
     status["resourceClaimStatuses"] = entries
+
+
+def release_pod(
+    claims: dict[str, dict[str, Any]], pod: Mapping[str, Any]
+) -> list[tuple[dict[str, Any], bool]]:
+    """What the controller does with the claims of a pod that is gone: the pod
+    leaves `status.reservedFor`; a claim nobody uses any more is deleted if the
+    pod owned it (made from its template; the garbage collector), else its
+    allocation is removed. `claims` (ns/name -> object) is changed in place;
+    returns the changed objects, each with whether it was deleted."""
+    md = pod.get("metadata") or {}
+    uid = md.get("uid")
+    out: list[tuple[dict[str, Any], bool]] = []
+    for key, c in list(claims.items()):
+        status = c.get("status") or {}
+        reserved = status.get("reservedFor") or []
+        if not any(r.get("uid") == uid for r in reserved):
+            continue
+        rest = [r for r in reserved if r.get("uid") != uid]
+        owned = any(
+            o.get("uid") == uid and o.get("controller")
+            for o in (c.get("metadata") or {}).get("ownerReferences") or []
+        )
+        if not rest and owned:
+            del claims[key]
+            out.append((c, True))
+            continue
+        new_status = {k: v for k, v in status.items() if k not in ("reservedFor", "allocation")}
+        if rest:
+            new_status["reservedFor"] = rest
+            if "allocation" in status:
+                new_status["allocation"] = status["allocation"]
+        new_md = dict(c.get("metadata") or {})
+        new_md["resourceVersion"] = str(int(str(new_md.get("resourceVersion") or 0)) + 1)
+        if not rest:
+            new_md["finalizers"] = [
+                f
+                for f in new_md.get("finalizers") or []
+                if f != "resource.kubernetes.io/delete-protection"
+            ]
+        new = {**c, "metadata": new_md, "status": new_status}
+        claims[key] = new
+        out.append((new, False))
+    return out

@@ -46,6 +46,7 @@ from troupe.dra.types import (
     RESERVED_FOR_MAX,
     Allocation,
     Consumer,
+    DeviceID,
     ResourceClaim,
     parse_dra_object,
 )
@@ -230,11 +231,52 @@ class DynamicResources(
                 claims = [*here.values(), *(c for c in s.pending if c.key not in here)]
         try:
             got = allocate(self.store, claims, name, labels, build=False)
+            if got is None:
+                released = self._released(nodes, row, name, labels)
+                if released:
+                    got = allocate(self.store, claims, name, labels, build=False, released=released)
         except AllocationError as e:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
         if got is None:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
         return SUCCESS
+
+    def _released(
+        self, nodes: NodeTable, row: int, name: str, labels: Mapping[str, str]
+    ) -> set[DeviceID]:
+        """Devices of the node in use only by claims whose every consumer is a
+        pod the cache has on this node but the snapshot does not: preemption's
+        dry run took them out, and their devices go with them (as in
+        kube-scheduler, which counts what victims' claims would free)."""
+        on_node = nodes.pods[row]
+        lister = self.handle.lister
+        out: set[DeviceID] = set()
+        gone: dict[str, bool] = {}
+        for p in self.store.devices_for(name, labels):
+            d = p.device.id
+            users = self.store.users(d)
+            if not users:
+                continue
+            free = True
+            for key in users:
+                if key not in gone:
+                    c = self.store.claim(key)
+                    gone[key] = (
+                        c is not None
+                        and bool(c.reserved_for)
+                        and all(
+                            x.resource == "pods"
+                            and (q := lister.pod(PodKey(f"{c.namespace}/{x.name}"))) is not None
+                            and q.uid == x.uid
+                            and q.node_name == name
+                            and q.key not in on_node
+                            for x in c.reserved_for
+                        )
+                    )
+                free = free and gone[key]
+            if free:
+                out.add(d)
+        return out
 
     # ---- a group trial's charge ------------------------------------------------------
 
