@@ -173,13 +173,20 @@ class KubeClient:
 
     async def read_pod(self, pod: PodKey) -> Mapping[str, Any] | None:
         ns, name = _split(pod)
+        return await self._read(
+            f"get pod {pod}",
+            lambda t: self.core.read_namespaced_pod(
+                name, ns, _preload_content=False, _request_timeout=t
+            ),
+        )
+
+    async def _read(
+        self, what: str, fn: Callable[[tuple[float, float]], Any]
+    ) -> Mapping[str, Any] | None:
+        """One object as JSON (the client's call with `_preload_content=False`),
+        or None if the API has no such object."""
         try:
-            resp: Any = await self.call(
-                f"get pod {pod}",
-                lambda t: self.core.read_namespaced_pod(
-                    name, ns, _preload_content=False, _request_timeout=t
-                ),
-            )
+            resp: Any = await self.call(what, fn)
         except k8s.ApiException as e:
             if e.status == 404:
                 return None
@@ -314,19 +321,12 @@ class KubeClient:
     async def read_resource_claim(self, key: str) -> Mapping[str, Any] | None:
         ns, name = _split(key)
         resource = k8s.ResourceV1Api(self.api)
-        try:
-            resp: Any = await self.call(
-                f"get ResourceClaim {key}",
-                lambda t: resource.read_namespaced_resource_claim(
-                    name, ns, _preload_content=False, _request_timeout=t
-                ),
-            )
-        except k8s.ApiException as e:
-            if e.status == 404:
-                return None
-            raise api_error(e) from None
-        obj = json.loads(resp.data or b"{}")
-        return obj if isinstance(obj, dict) else None
+        return await self._read(
+            f"get ResourceClaim {key}",
+            lambda t: resource.read_namespaced_resource_claim(
+                name, ns, _preload_content=False, _request_timeout=t
+            ),
+        )
 
     async def patch_resource_claim(
         self, key: str, patch: Mapping[str, Any], status: bool = False
