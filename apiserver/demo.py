@@ -153,21 +153,33 @@ def provision(srv: ApiServer) -> list[str]:
 
 
 def create_claims(srv: ApiServer) -> list[str]:
-    """Play the resourceclaim controller once over the server's pods: each
-    claim a pod takes from a ResourceClaimTemplate is created (owned by the
-    pod) and recorded in the pod's status.resourceClaimStatuses. Says what it
-    made."""
+    """Play the resourceclaim controller once over the server's PodGroups
+    (scheduling.k8s.io) and pods: each claim one takes from a
+    ResourceClaimTemplate is created (owned by it) and recorded in its
+    status.resourceClaimStatuses; a pod's claim that its PodGroup lists is the
+    group's. Says what it made."""
     made = []
-    for pod in srv.objects("pods"):
-        ns = pod["metadata"].get("namespace") or "default"
-        for pod_claim, template_name in pending_template_claims(pod):
+    groups = {
+        (g["metadata"].get("namespace"), g["metadata"]["name"]): g
+        for g in srv.objects("podgroups.scheduling.k8s.io")
+    }
+    for obj in [*groups.values(), *srv.objects("pods")]:
+        ns = obj["metadata"].get("namespace") or "default"
+        group = groups.get(
+            (ns, ((obj.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName"))
+        )
+        shared = list(((group or {}).get("spec") or {}).get("resourceClaims") or [])
+        if obj.get("kind") == "PodGroup":
+            shared = []
+        for owner_claim, template_name in pending_template_claims(obj, shared):
             template = srv.get("resourceclaimtemplates", ns, template_name)
             if template is None:
                 continue  # as the controller: nothing to create from yet
-            claim = srv.create(claim_from_template(pod, pod_claim, template))
-            record_claim(pod, pod_claim, claim["metadata"]["name"])
-            srv.apply(pod)
-            made.append(f"{ns}/{claim['metadata']['name']} for pod {ns}/{pod['metadata']['name']}")
+            claim = srv.create(claim_from_template(obj, owner_claim, template))
+            record_claim(obj, owner_claim, claim["metadata"]["name"])
+            srv.apply(obj)
+            what = f"{obj['kind'].lower()} {ns}/{obj['metadata']['name']}"
+            made.append(f"{ns}/{claim['metadata']['name']} for {what}")
     return made
 
 

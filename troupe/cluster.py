@@ -88,6 +88,22 @@ class ClusterClient(Protocol):
         a resourceVersion in the patch is a precondition (Conflict)."""
         ...
 
+    async def create_resource_claim(
+        self, namespace: str, body: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """Create a ResourceClaim (metadata.generateName names it); returns it."""
+        ...
+
+    async def delete_resource_claim(self, key: str) -> None:
+        """Delete the ResourceClaim `key` (ns/name); gone already is not an error."""
+        ...
+
+    async def set_extended_resource_claim_status(
+        self, pod: PodKey, status: Mapping[str, Any] | None
+    ) -> None:
+        """The pod's status.extendedResourceClaimStatus (None: cleared)."""
+        ...
+
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         """Set status.nominatedNodeName, or clear it (None)."""
         ...
@@ -136,6 +152,7 @@ class InMemoryCluster:
     # ResourceClaims by ns/name; `on_claim_write(object)` after each write.
     resource_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_claim_write: Callable[[dict[str, Any]], None] | None = None
+    on_claim_deleted: Callable[[dict[str, Any]], None] | None = None
     claim_writes: int = 0
     # Called after a delete with the pod's key and the grace period in effect; the
     # pod keeps its deletionTimestamp until the caller removes it (as a kubelet would).
@@ -240,6 +257,43 @@ class InMemoryCluster:
         if self.on_claim_write is not None:
             self.on_claim_write(new)
         return new
+
+    async def create_resource_claim(
+        self, namespace: str, body: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        md = dict(body.get("metadata") or {})
+        if not md.get("name"):
+            n = len(self.resource_claims)
+            md["name"] = f"{md.get('generateName', 'claim-')}{n:05d}"[-63:]
+        md.setdefault("namespace", namespace)
+        md["uid"] = f"uid-claim-{namespace}-{md['name']}"
+        md["resourceVersion"] = "1"
+        obj = {**body, "metadata": md}
+        key = f"{namespace}/{md['name']}"
+        if key in self.resource_claims:
+            raise Conflict(f"ResourceClaim {key} already exists")
+        self.resource_claims[key] = obj
+        self.claim_writes += 1
+        if self.on_claim_write is not None:
+            self.on_claim_write(obj)
+        return obj
+
+    async def delete_resource_claim(self, key: str) -> None:
+        obj = self.resource_claims.pop(key, None)
+        if obj is not None and self.on_claim_deleted is not None:
+            self.on_claim_deleted(obj)
+
+    async def set_extended_resource_claim_status(
+        self, pod: PodKey, status: Mapping[str, Any] | None
+    ) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        st = obj.setdefault("status", {})
+        if status is None:
+            st.pop("extendedResourceClaimStatus", None)
+        else:
+            st["extendedResourceClaimStatus"] = dict(status)
 
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         obj = self.pods.get(pod)

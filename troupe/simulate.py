@@ -381,11 +381,12 @@ class Simulation:
             s.on_priority_class(o)
         for o in by_kind["Node"]:
             s.on_node(o)
-        for o in by_kind["PodGroup"]:
-            self.cluster.pod_groups[_group_key(o)] = o
-            s.on_pod_group(o)
         self._load_storage(by_kind)
         self._load_devices(by_kind)
+        for o in by_kind["PodGroup"]:
+            self._create_claims(o)
+            self.cluster.pod_groups[_group_key(o)] = o
+            s.on_pod_group(o)
         for o in by_kind["PodDisruptionBudget"]:
             s.on_pdb(o)
         order: list[str] = []
@@ -422,14 +423,23 @@ class Simulation:
                 feed(kind, o)
         self.claim_templates = {_key(o): o for o in by_kind["ResourceClaimTemplate"]}
         self.cluster.on_claim_write = lambda o: feed("ResourceClaim", o)
+        self.cluster.on_claim_deleted = lambda o: feed("ResourceClaim", o, True)
 
     def _create_claims(self, pod: dict[str, Any]) -> None:
-        """The resourceclaim controller's part: the pod's claims from templates
-        created (with the pod as owner) and recorded in its status."""
+        """The resourceclaim controller's part: the claims a pod (or a native
+        PodGroup) takes from templates created, with it as owner, and recorded
+        in its status."""
         if not self.claim_templates:
             return
         ns = str((pod.get("metadata") or {}).get("namespace") or "default")
-        for pod_claim, template in pending_template_claims(pod):
+        group = (pod.get("spec") or {}).get("schedulingGroup") or {}
+        group_obj = (
+            self.cluster.pod_groups.get(pod_group_key(ns, str(group["podGroupName"]), native=True))
+            if pod.get("kind") == "Pod" and isinstance(group, dict) and group.get("podGroupName")
+            else None
+        )
+        shared = list(((group_obj or {}).get("spec") or {}).get("resourceClaims") or [])
+        for pod_claim, template in pending_template_claims(pod, shared):
             t = self.claim_templates.get(f"{ns}/{template}")
             if t is None:
                 continue  # as the controller: nothing to create from; the pod waits
@@ -446,12 +456,33 @@ class Simulation:
 
     def _devices_of(self, obj: Mapping[str, Any]) -> dict[str, list[str]]:
         spec = obj.get("spec")
-        if not isinstance(spec, dict) or not spec.get("resourceClaims"):
+        status = obj.get("status")
+        extended = status.get("extendedResourceClaimStatus") if isinstance(status, dict) else None
+        if not isinstance(spec, dict) or not (spec.get("resourceClaims") or extended):
             return {}
         pod = parse_pod(obj)
         if not isinstance(pod, Pod):
             return {}
-        return claim_devices(self.scheduler.cache.devices, pod)
+        key = pod.group_key
+        group = self.scheduler.cache.pod_group(key) if key is not None else None
+        out = claim_devices(self.scheduler.cache.devices, pod, group)
+        if isinstance(extended, dict):
+            out.update(self._extended_devices(pod.namespace, extended))
+        return out
+
+    def _extended_devices(self, ns: str, status: Mapping[str, Any]) -> dict[str, list[str]]:
+        """The devices of the claim made for the pod's extended resources, by
+        resource name (status.extendedResourceClaimStatus maps the requests)."""
+        claim = self.cluster.resource_claims.get(f"{ns}/{status.get('resourceClaimName')}")
+        alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+        resource_of = {
+            m.get("requestName"): m.get("resourceName") for m in status.get("requestMappings") or []
+        }
+        out: dict[str, list[str]] = {}
+        for r in (alloc.get("devices") or {}).get("results") or []:
+            name = str(resource_of.get(r.get("request")) or r.get("request"))
+            out.setdefault(name, []).append(f"{r['driver']}/{r['pool']}/{r['device']}")
+        return out
 
     def _load_storage(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
         """Storage objects into the cluster and the volume store; the simulated

@@ -510,3 +510,86 @@ def test_preemption_counts_the_devices_its_victims_would_free(
     out = run(objects())[1].to_json_obj()["pods"]
     assert out["default/victim"]["preemptedBy"] is None  # devices not counted: no victim
     assert out["default/preemptor"]["node"] is None
+
+
+def test_a_podgroups_own_claim_is_made_once_for_the_group_and_shared_by_its_pods() -> None:
+    """scheduling.k8s.io PodGroup spec.resourceClaims: the claim from the
+    template is made for the group (owned by it), allocated once, reserved for
+    the group rather than each pod, and both members use its device."""
+    group = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train", "namespace": "default", "uid": "uid-group-train"},
+        "spec": {
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "resourceClaims": [{"name": "fabric", "resourceClaimTemplateName": "t"}],
+        },
+    }
+    members = []
+    for name in ("w0", "w1"):
+        p = pod(name)
+        p["spec"]["schedulingGroup"] = {"podGroupName": "train"}
+        p["spec"]["resourceClaims"] = [{"name": "fabric", "resourceClaimTemplateName": "t"}]
+        members.append(p)
+    made = [node("n0"), node("n1"), device_class(), gpus("n1", 1), group, template("t", request())]
+    sim, result = run([*made, *members])
+    got = placed(result)
+    assert got["w0"] == got["w1"] == ("n1", {"fabric": [f"{DRIVER}/n1/gpu-0"]})
+    (c,) = sim.cluster.resource_claims.values()
+    assert c["metadata"]["name"].startswith("train-fabric-")
+    assert c["metadata"]["ownerReferences"][0]["kind"] == "PodGroup"
+    assert c["status"]["reservedFor"] == [
+        {
+            "resource": "podgroups",
+            "name": "train",
+            "uid": "uid-group-train",
+            "apiGroup": "scheduling.k8s.io",
+        }
+    ]
+
+
+def test_an_extended_resource_a_device_class_backs_is_allocated_through_dra() -> None:
+    """DeviceClass extendedResourceName: a pod asking `example.com/gpu: 2` on a
+    node that does not list the resource gets two of the class's devices, in
+    a claim the scheduler makes (owned by the pod, annotated) and names in
+    the pod's status.extendedResourceClaimStatus; a node that lists the
+    resource (a device plugin) is judged by its allocatable as before."""
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    plugin_node = make_node("dp").capacity(cpu=16, memory="64Gi", pods=110).obj()
+    plugin_node["status"]["allocatable"]["example.com/gpu"] = "1"
+    asker = pod("trainer")
+    asker["spec"].pop("resourceClaims")
+    asker["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    sim, result = run([plugin_node, node("n0"), cls, gpus("n0", 3), asker])
+    out = result.to_json_obj()["pods"]["default/trainer"]
+    assert out["node"] == "n0"
+    assert out["devices"] == {"example.com/gpu": [f"{DRIVER}/n0/gpu-0", f"{DRIVER}/n0/gpu-1"]}
+    (c,) = sim.cluster.resource_claims.values()
+    assert c["metadata"]["name"].startswith("trainer-extended-resources-")
+    assert c["metadata"]["annotations"] == {
+        "resource.kubernetes.io/extended-resource-claim": "true"
+    }
+    assert c["status"]["reservedFor"] == [
+        {"resource": "pods", "name": "trainer", "uid": "uid-default-trainer"}
+    ]
+    mapping = sim.cluster.pods["default/trainer"]["status"]["extendedResourceClaimStatus"]
+    assert mapping == {
+        "resourceClaimName": c["metadata"]["name"],
+        "requestMappings": [
+            {
+                "containerName": "c",
+                "resourceName": "example.com/gpu",
+                "requestName": "container-0-request-0",
+            }
+        ],
+    }
+
+
+def test_without_a_class_for_it_an_extended_resource_is_judged_by_allocatable() -> None:
+    asker = pod("trainer")
+    asker["spec"].pop("resourceClaims")
+    asker["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "2"
+    _, result = run([node("n0"), device_class(), gpus("n0", 3), asker])
+    reason = result.to_json_obj()["pods"]["default/trainer"]["reason"]
+    assert reason.startswith("0/1 nodes are available: 1 Insufficient example.com/gpu.")

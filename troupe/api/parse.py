@@ -755,6 +755,8 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         priority_class_name=priority_class_name,
         disruption_mode=_disruption_mode(spec, version),
         preemption_policy=_group_preemption_policy(spec, version),
+        resource_claims=_resource_claims(spec),
+        claim_statuses=_claim_statuses(get_map(obj, "status", "")),
     )
 
 

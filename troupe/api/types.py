@@ -453,6 +453,10 @@ class PodGroup:
     priority_class_name: str = ""
     disruption_mode: str = DISRUPTION_SINGLE
     preemption_policy: str = ""
+    # spec.resourceClaims (DRA devices shared by the group's pods) and, for those
+    # from a template, the claim made for the group (status.resourceClaimStatuses).
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def native(self) -> bool:

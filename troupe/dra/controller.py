@@ -20,15 +20,18 @@ RESOURCE_API: Final = "resource.k8s.io/v1"
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String
 
 
-def pending_template_claims(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+def pending_template_claims(
+    pod: Mapping[str, Any], group_claims: list[Any] | None = None
+) -> list[tuple[str, str]]:
     """(pod claim name, template name) of the pod's template claims that have
-    no entry in status.resourceClaimStatuses yet."""
+    no entry in status.resourceClaimStatuses yet; entries equal to one of its
+    PodGroup's `group_claims` are the group's, made for the group instead."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     done = {s.get("name") for s in status.get("resourceClaimStatuses") or [] if isinstance(s, dict)}
     out = []
     for c in spec.get("resourceClaims") or []:
-        if not isinstance(c, Mapping):
+        if not isinstance(c, Mapping) or (group_claims and dict(c) in group_claims):
             continue
         template = c.get("resourceClaimTemplateName")
         if isinstance(template, str) and template and c.get("name") not in done:
@@ -46,7 +49,8 @@ def generated_suffix(pod_uid: str, claim: str) -> str:
 def claim_from_template(
     pod: Mapping[str, Any], pod_claim: str, template: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The ResourceClaim the controller creates for the pod's `pod_claim`."""
+    """The ResourceClaim the controller creates for the pod's `pod_claim` (or a
+    PodGroup's: the owner is whatever object `pod` is)."""
     md = pod.get("metadata") or {}
     tmd = ((template.get("spec") or {}).get("metadata")) or {}
     name = f"{md.get('name')}-{pod_claim}-{generated_suffix(str(md.get('uid') or ''), pod_claim)}"
@@ -63,8 +67,8 @@ def claim_from_template(
             },
             "ownerReferences": [
                 {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
+                    "apiVersion": pod.get("apiVersion") or "v1",
+                    "kind": pod.get("kind") or "Pod",
                     "name": md.get("name"),
                     "uid": md.get("uid"),
                     "controller": True,

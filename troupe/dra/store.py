@@ -21,13 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from troupe.api.selectors import node_selector_matches
 from troupe.dra.cel import CelError, DeviceEnv, Selector, compile_selector
 from troupe.dra.types import (
-    Allocation,
-    Consumer,
     Device,
     DeviceClass,
     DeviceID,
@@ -76,6 +74,7 @@ class DeviceStore:
         self._matching: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
         self.listeners: list[Callable[[], None]] = []
+        self._extended: dict[str, str] | None = None  # extendedResourceName -> class
 
     # ---- API objects -----------------------------------------------------------------
 
@@ -110,6 +109,7 @@ class DeviceStore:
             old = self._classes.pop(obj.name, None)
             if not deleted:
                 self._classes[obj.name] = obj
+            self._extended = None
         for fn in self.listeners:
             fn()
         return old
@@ -155,6 +155,20 @@ class DeviceStore:
 
     def classes(self) -> Iterable[DeviceClass]:
         return self._classes.values()
+
+    def has_classes(self) -> bool:
+        return bool(self._classes)
+
+    def extended_classes(self) -> Mapping[str, str]:
+        """The class each extended resource name stands for (spec.extendedResourceName;
+        of two classes naming one resource, the first by name)."""
+        if self._extended is None:
+            self._extended = {}
+            for name in sorted(self._classes):
+                r = self._classes[name].extended_resource_name
+                if r:
+                    self._extended.setdefault(r, name)
+        return self._extended
 
     def slices(self) -> Iterable[ResourceSlice]:
         return self._slices.values()
@@ -322,13 +336,3 @@ class DeviceStore:
             for r in new.allocation.results:
                 if not r.admin_access:
                     self._in_use.setdefault(r.device_id, set()).add(key)
-
-
-def with_consumer(claim: ResourceClaim, pod_name: str, pod_uid: str) -> ResourceClaim:
-    if claim.reserved_for_pod(pod_uid):
-        return claim
-    return replace(claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod_name, pod_uid)))
-
-
-def with_allocation(claim: ResourceClaim, allocation: Allocation) -> ResourceClaim:
-    return replace(claim, allocation=allocation)

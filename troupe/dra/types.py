@@ -192,11 +192,6 @@ class ResourceClaim:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
-    def reserved_for_pod(self, uid: str) -> bool:
-        return any(
-            c.resource == "pods" and c.api_group == "" and c.uid == uid for c in self.reserved_for
-        )
-
 
 DraObject = ResourceClaim | ResourceSlice | DeviceClass
 

@@ -344,6 +344,40 @@ class KubeClient:
         obj = json.loads(data or b"{}")
         return obj if isinstance(obj, dict) else {}
 
+    async def create_resource_claim(
+        self, namespace: str, body: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{_seg(namespace)}/resourceclaims"
+        try:
+            data = await self.writes.send(
+                f"create ResourceClaim in {namespace}", "POST", path, body, self.fence
+            )
+        except k8s.ApiException as e:
+            raise typed(e, namespace) from None
+        obj = json.loads(data or b"{}")
+        return obj if isinstance(obj, dict) else {}
+
+    async def delete_resource_claim(self, key: str) -> None:
+        ns, name = _split(key)
+        path = f"/apis/resource.k8s.io/v1/namespaces/{_seg(ns)}/resourceclaims/{_seg(name)}"
+        try:
+            await self.writes.send(f"delete ResourceClaim {key}", "DELETE", path, {}, self.fence)
+        except k8s.ApiException as e:
+            if e.status != 404:
+                raise typed(e, key) from None
+
+    async def set_extended_resource_claim_status(
+        self, pod: PodKey, status: Mapping[str, Any] | None
+    ) -> None:
+        try:
+            await self._patch_pod_status(
+                f"extended resource claim of {pod}",
+                pod,
+                {"status": {"extendedResourceClaimStatus": dict(status) if status else None}},
+            )
+        except k8s.ApiException as e:
+            raise typed(e, pod) from None
+
     async def set_nominated_node(self, pod: PodKey, node: str | None) -> None:
         try:
             await self._patch_pod_status(

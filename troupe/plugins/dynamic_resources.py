@@ -37,9 +37,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from troupe.api.selectors import node_selector_matches
-from troupe.api.types import InvalidObject, Pod, PodKey
+from troupe.api.types import InvalidObject, Pod, PodGroup, PodKey
 from troupe.cluster import Conflict, NotFound
 from troupe.dra.allocator import CANNOT_ALLOCATE, AllocationError, allocate
+from troupe.dra.extended import (
+    ExtendedRequest,
+    claim_body,
+    claim_for,
+    extended_requests,
+    placeholder_key,
+    status_body,
+)
 from troupe.dra.store import DeviceStore
 from troupe.dra.types import (
     FINALIZER,
@@ -83,38 +91,64 @@ _WRITE_ATTEMPTS: Final = 5
 ALLOCATION_WAIT_SECONDS: Final = 30.0
 
 
-def claim_name(pod: Pod, index: int) -> str | None:
+POD_GROUP_API: Final = "scheduling.k8s.io"
+
+
+def group_claim(pod: Pod, index: int, group: PodGroup | None) -> bool:
+    """Whether the pod's `index`-th claim is its PodGroup's (the group lists the
+    very same entry in its spec.resourceClaims): shared by the group's pods and
+    reserved for the group, not the pod."""
+    return group is not None and pod.resource_claims[index] in group.resource_claims
+
+
+def claim_name(pod: Pod, index: int, group: PodGroup | None = None) -> str | None:
     """The ResourceClaim the pod's `index`-th claim refers to (kube's
     resourceclaim.Name): the named claim, or the one created from the template
-    as the pod's status says; None while the controller has not created it."""
+    as the pod's (or, for a PodGroup's claim, the group's) status says; None
+    while the controller has not created it."""
     c = pod.resource_claims[index]
     if c.claim_name:
         return c.claim_name
+    if group is not None and group_claim(pod, index, group):
+        return group.claim_statuses.get(c.name) or None
     return pod.claim_statuses.get(c.name) or None
 
 
-def not_created_message(pod: Pod, index: int) -> str:
+def not_created_message(pod: Pod, index: int, group: PodGroup | None = None) -> str:
     """kube-scheduler's text for a claim still to be created from its template."""
-    name = pod.claim_statuses.get(pod.resource_claims[index].name)
-    what = name or f"{pod.name}-{pod.resource_claims[index].name}"
+    c = pod.resource_claims[index]
+    if group is not None and group_claim(pod, index, group):
+        what = group.claim_statuses.get(c.name) or f"{group.name}-{c.name}"
+    else:
+        what = pod.claim_statuses.get(c.name) or f"{pod.name}-{c.name}"
     return f'waiting for dynamic resource controller to create the resourceclaim "{what}"'
 
 
-def pod_claims(store: DeviceStore, pod: Pod) -> tuple[list[ResourceClaim], str]:
-    """The pod's claims from the store, or why they cannot be used (kube's
-    texts); one claim named twice is listed once."""
-    out: list[ResourceClaim] = []
+def consumer_of(pod: Pod, index: int, group: PodGroup | None) -> Consumer:
+    """Who the claim is reserved for: the pod, or its PodGroup for the group's claims."""
+    if group is not None and group_claim(pod, index, group):
+        return Consumer("podgroups", group.name, group.uid, POD_GROUP_API)
+    return Consumer("pods", pod.name, pod.uid)
+
+
+def pod_claims(
+    store: DeviceStore, pod: Pod, group: PodGroup | None = None
+) -> tuple[list[tuple[ResourceClaim, Consumer]], str]:
+    """The pod's claims from the store, each with whom it is reserved for, or
+    why they cannot be used (kube's texts); one claim named twice is listed once."""
+    out: list[tuple[ResourceClaim, Consumer]] = []
     seen: set[str] = set()
     for i, c in enumerate(pod.resource_claims):
-        name = claim_name(pod, i)
+        name = claim_name(pod, i, group)
         if name is None:
-            return [], not_created_message(pod, i)
+            return [], not_created_message(pod, i, group)
         claim = store.claim(f"{pod.namespace}/{name}")
         if claim is None:
             return [], f'resourceclaim.resource.k8s.io "{name}" not found'
         if claim.deleting:
             return [], f'resourceclaim "{name}" is being deleted'
-        if c.template_name and claim.owner_pod_uid != pod.uid:
+        shared = group_claim(pod, i, group)
+        if c.template_name and not shared and claim.owner_pod_uid != pod.uid:
             return [], (
                 f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod "
                 f"{pod.namespace}/{pod.name} (pod is not owner)"
@@ -126,7 +160,7 @@ def pod_claims(store: DeviceStore, pod: Pod) -> tuple[list[ResourceClaim], str]:
             )
         if claim.key not in seen:
             seen.add(claim.key)
-            out.append(claim)
+            out.append((claim, consumer_of(pod, i, group)))
     return out, ""
 
 
@@ -134,11 +168,19 @@ def pod_claims(store: DeviceStore, pod: Pod) -> tuple[list[ResourceClaim], str]:
 class _State:
     allocated: list[ResourceClaim]
     pending: list[ResourceClaim]
+    # Whom each claim is reserved for (the pod, or its PodGroup), by claim key.
+    consumers: dict[str, Consumer] = field(default_factory=dict)
+    # Extended resources a DeviceClass backs, and (Reserve) those the chosen node
+    # leaves to DRA, with the claim made for them once PreBind has created it.
+    extended: tuple[ExtendedRequest, ...] = ()
+    extended_used: tuple[ExtendedRequest, ...] = ()
+    extended_created: str = ""
     # Reserve: the claims assumed (key -> version assumed) and the allocations made.
     assumed: dict[str, ResourceClaim] = field(default_factory=dict)
     allocations: dict[str, Allocation] = field(default_factory=dict)
-    # PreBind: what was written (claim key -> whether the allocation was ours).
-    written: dict[str, bool] = field(default_factory=dict)
+    # PreBind: what was written (claim key -> whether the allocation was ours,
+    # and for whom it was reserved).
+    written: dict[str, tuple[bool, Consumer]] = field(default_factory=dict)
 
 
 class DynamicResources(
@@ -167,12 +209,20 @@ class DynamicResources(
             raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
         return cls(handle)
 
+    def _group(self, pod: Pod) -> PodGroup | None:
+        """The pod's native PodGroup when it has claims of its own."""
+        key = pod.group_key
+        if key is None:
+            return None
+        g = self.handle.lister.pod_group(key)
+        return g if g is not None and g.resource_claims else None
+
     # ---- PreEnqueue / PreFilter ------------------------------------------------------
 
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.resource_claims:
             return SUCCESS
-        _, why = pod_claims(self.store, pod)
+        _, why = pod_claims(self.store, pod, self._group(pod))
         if why:
             return unresolvable(why, plugin=NAME)
         return SUCCESS
@@ -180,15 +230,17 @@ class DynamicResources(
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
-        if not pod.resource_claims:
+        extended = extended_requests(self.store, pod)
+        if not pod.resource_claims and not extended:
             return None, SKIP
-        claims, why = pod_claims(self.store, pod)
+        claims, why = pod_claims(self.store, pod, self._group(pod))
         if why:
             return None, unresolvable(why, plugin=NAME)
         allocated, pending = [], []
-        for c in claims:
+        consumers = {c.key: who for c, who in claims}
+        for c, who in claims:
             if c.allocation is not None:
-                if not c.reserved_for_pod(pod.uid) and len(c.reserved_for) >= RESERVED_FOR_MAX:
+                if who not in c.reserved_for and len(c.reserved_for) >= RESERVED_FOR_MAX:
                     return None, unresolvable(IN_USE, plugin=NAME)
                 allocated.append(c)
             else:
@@ -201,8 +253,24 @@ class DynamicResources(
                                 plugin=NAME,
                             )
                 pending.append(c)
-        state.write(_STATE_KEY, _State(allocated, pending))
+        state.write(_STATE_KEY, _State(allocated, pending, consumers, extended))
         return None, SUCCESS
+
+    def _pending_on(
+        self, s: _State, pod: Pod, nodes: NodeTable, row: int
+    ) -> tuple[list[ResourceClaim], tuple[ExtendedRequest, ...]]:
+        """The claims to allocate on the node: the pod's unallocated ones, and one
+        for the backed extended resources the node does not list itself."""
+        if not s.extended:
+            return s.pending, ()
+        here = tuple(
+            r
+            for r in s.extended
+            if (c := nodes.col.get(r.resource)) is None or int(nodes.allocatable[row, c]) <= 0
+        )
+        if not here:
+            return s.pending, ()
+        return [*s.pending, claim_for(pod, here)], here
 
     # ---- Filter ----------------------------------------------------------------------
 
@@ -215,20 +283,21 @@ class DynamicResources(
             sel = c.allocation.node_selector if c.allocation is not None else None
             if sel is not None and not node_selector_matches(sel, labels, name):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
-        if not s.pending:
+        pending, _ = self._pending_on(s, pod, nodes, row)
+        if not pending:
             return SUCCESS
-        claims = s.pending
+        claims = pending
         if self._trial_node:
             # A gang's trial: the earlier members' claims tried on this node are
             # allocated together with this member's, so that their choice never
             # shuts out a split that fits all of them.
-            for c in s.pending:
+            for c in pending:
                 where = self._trial_node.get(c.key)
                 if where is not None and where != name:
                     return Status(Code.UNSCHEDULABLE, (NOT_AVAILABLE,), NAME)
             here = self._trial.get(name)
             if here:
-                claims = [*here.values(), *(c for c in s.pending if c.key not in here)]
+                claims = [*here.values(), *(c for c in pending if c.key not in here)]
         try:
             got = allocate(self.store, claims, name, labels, build=False)
             if got is None:
@@ -286,12 +355,15 @@ class DynamicResources(
         tried there are allocated together, each time one more joins, and the
         joint choice is what Reserve takes); undone when the trial ends."""
         s = state.get(_STATE_KEY)
-        if not isinstance(s, _State) or not s.pending:
+        if not isinstance(s, _State):
+            return None
+        pending, _ = self._pending_at(s, pod, node)
+        if not pending:
             return None
         if not self._trial_node:
             self._plan.clear()  # a new trial: older plans were taken or dropped
         here = self._trial.setdefault(node, {})
-        added = [c for c in s.pending if c.key not in here]
+        added = [c for c in pending if c.key not in here]
         for c in added:
             here[c.key] = self.store.claim(c.key) or c
             self._trial_node[c.key] = node
@@ -308,6 +380,15 @@ class DynamicResources(
                 self._trial.pop(node, None)
 
         return undo
+
+    def _pending_at(
+        self, s: _State, pod: Pod, node: str
+    ) -> tuple[list[ResourceClaim], tuple[ExtendedRequest, ...]]:
+        snapshot = self.handle.snapshot()
+        row = snapshot.row_of.get(node)
+        if row is None:
+            return s.pending, ()
+        return self._pending_on(s, pod, snapshot, row)
 
     def _allocate_on(self, claims: list[ResourceClaim], node: str) -> list[Allocation] | Status:
         snapshot = self.handle.snapshot()
@@ -328,7 +409,8 @@ class DynamicResources(
         s = state.get(_STATE_KEY)
         if not isinstance(s, _State):
             return SUCCESS
-        pending = [self.store.claim(c.key) or c for c in s.pending]
+        mine, s.extended_used = self._pending_at(s, pod, node)
+        pending = [self.store.claim(c.key) or c for c in mine]
         # A claim allocated since PreFilter (a gang's member that shares it).
         fresh = [c for c in pending if c.allocation is None]
         allocations: list[Allocation] = []
@@ -363,7 +445,7 @@ class DynamicResources(
         return out
 
     def _assume(self, s: _State, claim: ResourceClaim, pod: Pod) -> None:
-        claim = _reserved(claim, pod)
+        claim = _reserved(claim, s.consumers.get(claim.key) or Consumer("pods", pod.name, pod.uid))
         s.assumed[claim.key] = claim
         self.store.assume(claim)
 
@@ -377,6 +459,18 @@ class DynamicResources(
         if s.written:
             written, s.written = s.written, {}
             self.handle.spawn(self._undo(pod, written))
+        if s.extended_created:
+            created, s.extended_created = s.extended_created, ""
+            self.handle.spawn(self._delete_extended(pod, created))
+
+    async def _delete_extended(self, pod: Pod, key: str) -> None:
+        """The claim made for a pod's extended resources, when the pod did not
+        bind: deleted (a new attempt makes a new one), as kube-scheduler does."""
+        try:
+            await self.handle.client.delete_resource_claim(key)
+            await self.handle.client.set_extended_resource_claim_status(pod.key, None)
+        except Exception as e:
+            log.warning("could not delete the claim %s made for %s: %s", key, pod.key, e)
 
     # ---- PreBind ---------------------------------------------------------------------
 
@@ -384,18 +478,58 @@ class DynamicResources(
         s = state.get(_STATE_KEY)
         if not isinstance(s, _State) or not s.assumed:
             return SUCCESS
+        extended = placeholder_key(pod)
         for key in list(s.assumed):
             ours = s.allocations.get(key)
+            if key == extended and ours is not None:
+                try:
+                    await self._create_extended(pod, s, ours)
+                except Exception as e:
+                    return error(f"claim for extended resources: {e}", plugin=NAME)
+                continue
+            who = s.consumers.get(key) or Consumer("pods", pod.name, pod.uid)
             try:
-                await self._write(pod, key, ours)
+                await self._write(pod, key, ours, who)
             except Exception as e:
                 return error(f"binding claim {key}: {e}", plugin=NAME)
-            s.written[key] = ours is not None
+            s.written[key] = (ours is not None, who)
         return SUCCESS
 
-    async def _write(self, pod: Pod, key: str, ours: Allocation | None) -> None:
-        """The claim allocated (when `ours`) and reserved for the pod, retried
-        on a conflict against the claim as the API has it then."""
+    async def _create_extended(self, pod: Pod, s: _State, allocation: Allocation) -> None:
+        """The claim for the pod's extended resources that DRA serves on its
+        node, as kube-scheduler makes it: created, allocated and reserved for
+        the pod, and named in the pod's status.extendedResourceClaimStatus."""
+        client = self.handle.client
+        created = await client.create_resource_claim(
+            pod.namespace, claim_body(pod, s.extended_used)
+        )
+        md = created.get("metadata") or {}
+        name = str(md.get("name") or "")
+        key = f"{pod.namespace}/{name}"
+        s.extended_created = key
+        status = {
+            "allocation": dict(allocation.raw),
+            "reservedFor": [_consumer_body(Consumer("pods", pod.name, pod.uid))],
+        }
+        got = await client.patch_resource_claim(
+            key,
+            {"metadata": {"resourceVersion": md.get("resourceVersion")}, "status": status},
+            status=True,
+        )
+        await client.set_extended_resource_claim_status(pod.key, status_body(name, s.extended_used))
+        # The claim now holds the devices under its own name (in flight until
+        # the watch brings it).
+        placeholder = placeholder_key(pod)
+        self.store.restore(placeholder)
+        s.assumed.pop(placeholder, None)
+        claim = _read_claim(got)
+        s.assumed[key] = claim
+        self.store.assume(claim)
+
+    async def _write(self, pod: Pod, key: str, ours: Allocation | None, who: Consumer) -> None:
+        """The claim allocated (when `ours`) and reserved for `who` (the pod or
+        its PodGroup), retried on a conflict against the claim as the API has it
+        then."""
         client = self.handle.client
         if ours is None:
             await self._wait_allocated(key)
@@ -408,7 +542,7 @@ class DynamicResources(
                     raise NotFound(f"resourceclaim {key} is gone")
                 base = _read_claim(obj)
             try:
-                await self._write_once(pod, base, ours)
+                await self._write_once(base, ours, who)
                 return
             except Conflict:
                 if attempt == _WRITE_ATTEMPTS - 1:
@@ -438,7 +572,9 @@ class DynamicResources(
                 timer.cancel()
                 self.store.listeners.remove(ev.set)
 
-    async def _write_once(self, pod: Pod, base: ResourceClaim, ours: Allocation | None) -> None:
+    async def _write_once(
+        self, base: ResourceClaim, ours: Allocation | None, who: Consumer
+    ) -> None:
         client = self.handle.client
         rv = base.resource_version
         status: dict[str, Any] = {}
@@ -463,32 +599,35 @@ class DynamicResources(
                 status["allocation"] = dict(ours.raw)
         elif base.allocation is None:
             raise ValueError(f"resourceclaim {base.key} is no longer allocated")
-        if not base.reserved_for_pod(pod.uid):
+        if who not in base.reserved_for:
             if len(base.reserved_for) >= RESERVED_FOR_MAX:
                 raise ValueError(IN_USE)
             status["reservedFor"] = [
                 *(_consumer_body(c) for c in base.reserved_for),
-                {"resource": "pods", "name": pod.name, "uid": pod.uid},
+                _consumer_body(who),
             ]
         if status:
             await client.patch_resource_claim(
                 base.key, {"metadata": {"resourceVersion": rv}, "status": status}, status=True
             )
 
-    async def _undo(self, pod: Pod, written: Mapping[str, bool]) -> None:
+    async def _undo(self, pod: Pod, written: Mapping[str, tuple[bool, Consumer]]) -> None:
         """What PreBind wrote for a pod that did not bind: the pod out of
         `reservedFor` and, where the allocation was ours and nobody else uses
-        the claim, the allocation and the finalizer."""
+        the claim, the allocation and the finalizer. A PodGroup's claim stays
+        reserved for the group (its other pods use it, or will)."""
         client = self.handle.client
-        for key, allocated in written.items():
+        for key, (allocated, who) in written.items():
+            if who.resource != "pods":
+                continue
             try:
                 obj = await client.read_resource_claim(key)
                 if obj is None:
                     continue
                 c = _read_claim(obj)
-                if not c.reserved_for_pod(pod.uid):
+                if who not in c.reserved_for:
                     continue
-                rest = [_consumer_body(x) for x in c.reserved_for if x.uid != pod.uid]
+                rest = [_consumer_body(x) for x in c.reserved_for if x != who]
                 status: dict[str, Any] = {"reservedFor": rest or None}
                 if allocated and not rest:
                     status["allocation"] = None
@@ -560,11 +699,11 @@ class DynamicResources(
         ]
 
 
-def _reserved(claim: ResourceClaim, pod: Pod) -> ResourceClaim:
-    """The claim with the pod among its consumers."""
-    if claim.reserved_for_pod(pod.uid):
+def _reserved(claim: ResourceClaim, who: Consumer) -> ResourceClaim:
+    """The claim with `who` among its consumers."""
+    if who in claim.reserved_for:
         return claim
-    return replace(claim, reserved_for=(*claim.reserved_for, Consumer("pods", pod.name, pod.uid)))
+    return replace(claim, reserved_for=(*claim.reserved_for, who))
 
 
 def _read_claim(obj: Mapping[str, Any]) -> ResourceClaim:
@@ -586,12 +725,14 @@ def _consumer_body(c: Consumer) -> dict[str, str]:
     return body
 
 
-def claim_devices(store: DeviceStore, pod: Pod) -> dict[str, list[str]]:
+def claim_devices(
+    store: DeviceStore, pod: Pod, group: PodGroup | None = None
+) -> dict[str, list[str]]:
     """The devices allocated to each of the pod's claims, by the pod's claim
     name ("driver/pool/device"), for reports."""
     out: dict[str, list[str]] = {}
     for i, c in enumerate(pod.resource_claims):
-        name = claim_name(pod, i)
+        name = claim_name(pod, i, group)
         claim = store.claim(f"{pod.namespace}/{name}") if name else None
         if claim is not None and claim.allocation is not None:
             out[c.name] = [str(r.device_id) for r in claim.allocation.results]

@@ -57,6 +57,8 @@ from troupe.api.types import (
     Node,
     Pod,
 )
+from troupe.dra.extended import class_for
+from troupe.dra.store import DeviceStore
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -286,6 +288,9 @@ class _FitState:
     # two with the same reason, UNSCHEDULABLE then UNSCHEDULABLE_AND_UNRESOLVABLE.
     result_reasons: tuple[str, ...]
     result_codes: tuple[Code, ...]
+    # Per name: backed by a DeviceClass (DRA), so left to DynamicResources on
+    # nodes that do not list it in their allocatable.
+    dra: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,8 +324,9 @@ class NodeResourcesFit(
     # troupe.framework.interface.pre_filter_is_node_local).
     PRE_FILTER_NODE_LOCAL: Final = True
 
-    def __init__(self, args: FitArgs) -> None:
+    def __init__(self, args: FitArgs, devices: DeviceStore | None = None) -> None:
         self.args = args
+        self.devices = devices
         self.isolated = args.isolated
         # (utilization, score 0..100) points, and the broken-linear function tabulated
         # over every utilization 0..100 (Score looks utilizations up in it).
@@ -329,7 +335,7 @@ class NodeResourcesFit(
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
-        return cls(parse_fit_args(args))
+        return cls(parse_fit_args(args), handle.devices)
 
     # ---- filter --------------------------------------------------------------------
 
@@ -362,6 +368,12 @@ class NodeResourcesFit(
             if r != PODS:
                 result_reasons.append(reason)
                 result_codes.append(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        devices = self.devices
+        dra = (
+            tuple(is_extended_resource(r) and class_for(devices, r) is not None for r in names)
+            if devices is not None and devices.has_classes()
+            else ()
+        )
         state.write(
             _PRE_FILTER_KEY,
             _FitState(
@@ -371,6 +383,7 @@ class NodeResourcesFit(
                 amounts=tuple(charge[r] for r in names),
                 result_reasons=tuple(result_reasons),
                 result_codes=tuple(result_codes),
+                dra=dra if any(dra) else (),
             ),
         )
         return None, SUCCESS
@@ -385,7 +398,7 @@ class NodeResourcesFit(
         whole = 2 * n >= nodes.n_rows
         top = nodes.n_rows
         j = 0
-        for name, c, amount in zip(s.names, s.cols, s.amounts, strict=True):
+        for k, (name, c, amount) in enumerate(zip(s.names, s.cols, s.amounts, strict=True)):
             short = out[j]  # free < amount
             if c < 0:
                 short[:] = True  # no node has the resource
@@ -407,6 +420,11 @@ class NodeResourcesFit(
                     np.less(alloc, amount).take(rows, out=never, mode="clip")
                 else:
                     np.less(alloc, amount, out=never)
+            if s.dra and s.dra[k]:
+                # Nodes that do not list the resource leave it to DynamicResources.
+                listed = nodes.allocatable[rows, c] > 0 if c >= 0 else np.zeros(n, dtype=bool)
+                short &= listed
+                never &= listed
             short &= ~never
             j += 2
         return FilterResult(s.result_reasons, out.T, s.result_codes)
@@ -415,9 +433,13 @@ class NodeResourcesFit(
         s = state.read(_PRE_FILTER_KEY, _FitState)
         reasons = []
         code = Code.UNSCHEDULABLE
-        for name, c, amount, reason in zip(s.names, s.cols, s.amounts, s.reasons, strict=True):
+        for k, (name, c, amount, reason) in enumerate(
+            zip(s.names, s.cols, s.amounts, s.reasons, strict=True)
+        ):
             alloc = 0 if c < 0 else int(nodes.allocatable[row, c])
             free = 0 if c < 0 else alloc - int(nodes.requested[row, c])
+            if s.dra and s.dra[k] and alloc <= 0:
+                continue  # not listed by the node: DynamicResources allocates it
             if amount > free:
                 reasons.append(reason)
                 if name != PODS and amount > alloc:
