@@ -87,3 +87,59 @@ def test_a_pod_claiming_a_device_is_bound_where_it_is_and_the_claim_allocated(
     ]
     (consumer,) = claim["status"]["reservedFor"]
     assert (consumer["resource"], consumer["name"]) == ("pods", "trainer")
+
+
+EXTENDED = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  extendedResourceName: example.com/gpu
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n2-gpu.example.com}
+spec:
+  driver: gpu.example.com
+  nodeName: n2
+  pool: {name: n2, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}, {name: gpu-1}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: legacy, namespace: default}
+spec:
+  schedulerName: troupe-scheduler
+  containers:
+  - name: c
+    image: busybox
+    resources: {requests: {cpu: 100m}, limits: {example.com/gpu: 2}}
+"""
+
+
+def test_an_extended_resource_backed_by_a_device_class_gets_a_claim_made_for_it(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    for i in range(3):
+        api.create(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj())
+    kubectl = Kubectl(api, tmp_path)
+    kubectl.apply(EXTENDED)
+    with Troupe(tmp_path, kubeconfig=kubectl.kubeconfig) as t:
+        t.wait_ready()
+
+        def node() -> str | None:
+            p = json.loads(kubectl("get", "pod", "legacy", "-o", "json"))
+            return p["spec"].get("nodeName") or None
+
+        assert until(node, what="the pod bound") == "n2"
+        pod = json.loads(kubectl("get", "pod", "legacy", "-o", "json"))
+        claims = json.loads(kubectl("get", "resourceclaims", "-o", "json"))["items"]
+    (claim,) = claims
+    status = pod["status"]["extendedResourceClaimStatus"]
+    assert status["resourceClaimName"] == claim["metadata"]["name"]
+    assert claim["metadata"]["name"].startswith("legacy-extended-resources-")
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    devices = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
+    assert devices == ["gpu-0", "gpu-1"]
