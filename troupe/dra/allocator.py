@@ -201,14 +201,20 @@ def allocate(
         raw_sel: Any = None
         sel = None
         if node_local:
+            # Once there is any device of the node's own, the selector is that node.
             raw_sel = node_selector_term(node)
-            sel = parse_node_selector(raw_sel, "nodeSelector")
         elif selectors:
-            # Network-attached devices: where the (first) slice says they reach.
-            first = next(
-                p.slice for _, ps in search.picked[ci] for p in ps if p.slice.node_selector
+            # Network-attached devices: where all their slices reach.
+            raw_sel = _union(
+                [
+                    p.slice.node_selector_raw
+                    for _, ps in search.picked[ci]
+                    for p in ps
+                    if p.slice.node_selector is not None
+                ]
             )
-            sel, raw_sel = first.node_selector, dict(first.node_selector_raw)
+        if raw_sel is not None:
+            sel = parse_node_selector(raw_sel, "nodeSelector")
         raw: dict[str, Any] = {
             "devices": {"results": [_result_body(r) for r in results]},
         }
@@ -219,6 +225,31 @@ def allocate(
             raw["nodeSelector"] = raw_sel
         out.append(Allocation(tuple(results), sel, raw))
     return out
+
+
+def _union(selectors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One node selector that all of `selectors` admit, as kube's allocator
+    makes it: the requirements of their single terms joined in one term (a
+    selector of several terms is taken as it is when it is the only kind)."""
+    expressions: list[Any] = []
+    fields: list[Any] = []
+    seen = set()
+    for sel in selectors:
+        terms = sel.get("nodeSelectorTerms") or []
+        if len(terms) != 1:
+            return dict(sel)
+        for kind, into in (("matchExpressions", expressions), ("matchFields", fields)):
+            for req in terms[0].get(kind) or []:
+                key = (kind, repr(req))
+                if key not in seen:
+                    seen.add(key)
+                    into.append(req)
+    term: dict[str, Any] = {}
+    if expressions:
+        term["matchExpressions"] = expressions
+    if fields:
+        term["matchFields"] = fields
+    return {"nodeSelectorTerms": [term]}
 
 
 def _counts_only(claim: ResourceClaim, slot: _Slot) -> bool:
@@ -296,7 +327,7 @@ def _constraints_hold(search: _Search, ci: int) -> bool:
 
 def _free(search: _Search, p: Published, admin: bool) -> bool:
     d = p.device.id
-    return d not in search.taken and (admin or not search.in_use(d))
+    return admin or (d not in search.taken and not search.in_use(d))
 
 
 def _fill(search: _Search, i: int) -> bool:
@@ -311,25 +342,55 @@ def _fill(search: _Search, i: int) -> bool:
     return False
 
 
+def _in_claim(search: _Search, ci: int) -> set[DeviceID]:
+    """The devices this claim's earlier requests took (a device serves one
+    request of a claim, admin access or not)."""
+    return {p.device.id for ps in search.chosen[ci].values() for p in ps}
+
+
 def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published], i: int) -> bool:
     ci = slot.claim
+    claim = search.claims[ci]
+    mine = _in_claim(search, ci)
     if alt.mode == ALL:
         if not cands:
             return False
-        if any(search.store.pool_incomplete(p.device.id.driver, p.device.id.pool) for p in cands):
+        for p in cands:
+            d = p.device.id
+            if search.store.pool_incomplete(d.driver, d.pool):
+                raise AllocationError(
+                    f"claim {claim.key}, request {alt.name}: asks for all devices, but "
+                    f"resource pool {d.driver}/{d.pool} is currently being updated"
+                )
+        if any(p.device.id in mine or not _free(search, p, alt.admin_access) for p in cands):
             return False
-        if not all(_free(search, p, alt.admin_access) for p in cands):
-            return False
+        for k in range(1, len(cands) + 1):
+            search.chosen[ci][alt.name] = cands[:k]
+            if not _constraints_hold(search, ci):
+                search.chosen[ci].pop(alt.name, None)
+                raise AllocationError(
+                    f"claim {claim.key}, request {alt.name}: cannot add device "
+                    f"{cands[k - 1].device.id} because a claim constraint would not be satisfied"
+                )
+        search.chosen[ci].pop(alt.name, None)
         return _commit(search, slot, alt, list(cands), i)
     need = alt.count
     taken = search.taken
     if alt.admin_access:
-        free = [p for p in cands if p.device.id not in taken]
+        # Admin access takes devices whoever holds them, other claims being
+        # allocated now included; only this claim's own are off limits.
+        free = [p for p in cands if p.device.id not in mine]
     elif search.released:
-        free = [p for p in cands if (d := p.device.id) not in taken and not search.in_use(d)]
+        free = [
+            p
+            for p in cands
+            if (d := p.device.id) not in taken and d not in mine and not search.in_use(d)
+        ]
     else:
         used = search.store.used
-        free = [p for p in cands if (d := p.device.id) not in taken and d not in used]
+        free = [
+            p for p in cands if (d := p.device.id) not in taken and d not in used and d not in mine
+        ]
     if len(free) < need:
         return False
     picked: list[Published] = []
@@ -342,7 +403,7 @@ def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published
             if search.steps > MAX_STEPS:
                 return False
             p = free[j]
-            if p.device.id in search.taken:
+            if not alt.admin_access and p.device.id in search.taken:
                 continue
             picked.append(p)
             search.chosen[ci][alt.name] = picked
@@ -365,7 +426,8 @@ def _commit(
     if not _constraints_hold(search, ci):
         search.chosen[ci].pop(alt.name, None)
         return False
-    ids = [p.device.id for p in picked]
+    # Devices given with admin access stay open to other claims (as kube's allocator).
+    ids = [] if alt.admin_access else [p.device.id for p in picked]
     search.taken.update(ids)
     search.picked[ci].append((alt, picked))
     if _fill(search, i + 1):

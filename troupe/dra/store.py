@@ -35,6 +35,11 @@ from troupe.dra.types import (
 )
 
 
+def _pool_order(s: ResourceSlice) -> tuple[str, str, str]:
+    """Slices in the order kube's allocator gathers pools: by driver and pool."""
+    return (s.driver, s.pool, s.name)
+
+
 @dataclass(frozen=True, slots=True)
 class Published:
     """One device as published, with where it came from."""
@@ -207,12 +212,15 @@ class DeviceStore:
         again)."""
         local = self._local.get(node)
         if local is None:
-            local = [
-                s
-                for name in sorted(self._by_node.get(node, ()))
-                if (s := self._slices[name]).generation
-                >= self._generation.get((s.driver, s.pool), 0)
-            ]
+            local = sorted(
+                (
+                    s
+                    for name in self._by_node.get(node, ())
+                    if (s := self._slices[name]).generation
+                    >= self._generation.get((s.driver, s.pool), 0)
+                ),
+                key=_pool_order,
+            )
             self._local[node] = local
         if not self._network:
             return local
@@ -225,6 +233,8 @@ class DeviceStore:
                 s.node_selector is not None and node_selector_matches(s.node_selector, labels, node)
             ):
                 out.append(s)
+        if len(out) > len(local):
+            out.sort(key=_pool_order)
         return out
 
     def devices_for(self, node: str, labels: Mapping[str, str]) -> list[Published]:
