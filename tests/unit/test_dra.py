@@ -593,3 +593,17 @@ def test_without_a_class_for_it_an_extended_resource_is_judged_by_allocatable() 
     _, result = run([node("n0"), device_class(), gpus("n0", 3), asker])
     reason = result.to_json_obj()["pods"]["default/trainer"]["reason"]
     assert reason.startswith("0/1 nodes are available: 1 Insufficient example.com/gpu.")
+
+
+@pytest.mark.parametrize("where", ["claim", "class"])
+def test_upstream_claim_and_class_parameters_cel_runtime_error(where: str) -> None:
+    """upstream: claim-parameters-CEL-runtime-error, class-parameters-CEL-runtime-error
+    (kube-scheduler's DynamicResources tests): the selector's error, named as
+    kube names it, is the node's reason."""
+    bad = 'device.attributes["gpu.example.com"].nope == 1'
+    cls = device_class(DRIVER, bad) if where == "class" else device_class()
+    req = request() if where == "class" else request("gpu", None, bad)
+    _, result = run([node("n0"), cls, gpus("n0", 1), claim("c", req), pod("p", claim="c")])
+    reason = result.to_json_obj()["pods"]["default/p"]["reason"]
+    who = f"class {DRIVER}" if where == "class" else "claim default/c"
+    assert f"{who}: selector #0: CEL runtime error: no such key: nope" in reason

@@ -115,7 +115,7 @@ def _candidates(
             f"claim {claim.key}, request {req.name}: could not retrieve device class "
             f'{req.device_class}: deviceclass.resource.k8s.io "{req.device_class}" not found'
         )
-    where = f"claim {claim.key}, request {req.name}"
+    where = f"claim {claim.key}"
 
     def admits(p: Published) -> bool:
         if p.device.unsupported or p.slice.unsupported:
