@@ -45,13 +45,15 @@ def _simulate(args: argparse.Namespace) -> int:
     # again on every full collection while scheduling.
     gc.freeze()
     try:
-        result = simulate(objects, config, until=args.until)
+        result = simulate(objects, config, until=args.until, explain=args.explain)
     except ProfileError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
     finally:
         gc.unfreeze()
     t2 = time.perf_counter()
+    if args.explain_all:
+        result.explain_top = None
     out = format_output(result, args.output)
     sys.stdout.write(out + "\n")
     sys.stdout.flush()
@@ -190,6 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop at this virtual time even if pods could still change",
     )
     sim.add_argument("--seed", type=int, default=None, help="seed of the random tie-break")
+    sim.add_argument(
+        "--explain",
+        action="append",
+        default=[],
+        metavar="NS/NAME",
+        help="explain the pod's last scheduling attempt: each node's Filter verdict, each Score "
+        "plugin's scores, the node chosen and why (repeatable)",
+    )
+    sim.add_argument(
+        "--explain-all",
+        action="store_true",
+        help="with --explain: every feasible node's scores, not only the best ten",
+    )
     sim.add_argument(
         "--timings",
         action="store_true",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,6 +208,11 @@ class SchedulerContext:
     # on malformed objects) are made only while `writes_enabled`: a standby
     # replica watches and keeps its cache warm, but writes nothing.
     writes_enabled: bool = True
+    # Called after each scheduling attempt's search, before anything is assumed
+    # (the snapshot is the one the attempt saw): `troupe simulate --explain`.
+    # Arguments: profile, pod, result, and for a gang's member its group and
+    # the domain tried ("" otherwise).
+    observe: Callable[[Any, Pod, Any, str, str], None] | None = None
 
     def activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)

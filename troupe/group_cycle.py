@@ -491,6 +491,9 @@ class GroupCycle:
                 profile, state, qpi.pod, post_filter=False, within=within
             )
             trial.seconds[qpi.pod.key] = time.perf_counter() - t_pod
+            if ctx.observe is not None:
+                group = str(qpi.pod.group_key or "")
+                ctx.observe(profile, qpi.pod, result, group, within.reason if within else "")
             if isinstance(result, ScheduleResult):
                 row = snap.row_of[result.node]
                 placed.add(row, qpi.pod, pod_charge(qpi.pod, ctx.isolated))

@@ -78,6 +78,8 @@ class PodCycle:
         state = CycleState()
         state.sample_plugin_metrics = ctx.rng.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
         result = self.schedule_pod(profile, state, qpi.pod, within=within)
+        if ctx.observe is not None:
+            ctx.observe(profile, qpi.pod, result, "", within.reason if within else "")
         if isinstance(result, ScheduleResult):
             ctx.queue.record_attempt(True)
             ok = self.commit(profile, state, qpi, result.node)

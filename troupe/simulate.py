@@ -72,6 +72,7 @@ from troupe.dra.controller import (
     release_pod,
 )
 from troupe.dra.types import DRA_KINDS, RESOURCE_API
+from troupe.explain import Explanation, explain_attempt, render_table
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.dynamic_resources import claim_devices
@@ -295,9 +296,17 @@ class SimulationResult:
     virtual_seconds: float
     cycles: int
     events: list[dict[str, str]] = field(default_factory=list)
+    # `--explain`: the last attempt of each pod asked about, by ns/name.
+    explanations: dict[str, Explanation] = field(default_factory=dict)
+    explain_top: int | None = 10
 
     def to_json_obj(self) -> dict[str, Any]:
-        return {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+        out = {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+        if self.explanations:
+            out["explain"] = {
+                k: e.to_json_obj(self.explain_top) for k, e in self.explanations.items()
+            }
+        return out
 
 
 def _amount(resource: str, milli: set[str], v: int) -> float | int:
@@ -327,18 +336,32 @@ class Simulation:
         objects: Sequence[Mapping[str, Any]],
         config: SchedulerConfig,
         metrics: Metrics | None = None,
+        explain: Sequence[str] = (),
     ) -> None:
         self.objects = list(objects)
+        self.explain = frozenset(explain)
+        self.explanations: dict[str, Explanation] = {}
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
         self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
         self.cluster.on_pod_bound = self._bound
+        if self.explain:
+            self.scheduler.ctx.observe = self._observe
         self.volumes: VolumeControllers | None = None
         self.claim_templates: dict[str, dict[str, Any]] = {}
         self.cluster.on_pod_deleted = self._deleted
         # Pods removed after their grace period: (object, node it was on).
         self.removed: dict[str, tuple[dict[str, Any], str | None]] = {}
         self.terminating = 0  # deleted pods whose removal is still due
+
+    def _observe(self, profile: Any, pod: Pod, result: Any, gang: str, domain: str) -> None:
+        """An attempt of a pod asked about: explained on the snapshot it saw."""
+        if pod.key not in self.explain:
+            return
+        s = self.scheduler
+        self.explanations[pod.key] = explain_attempt(
+            profile, pod, s.ctx.snapshot, result, s.cycle, gang, domain
+        )
 
     def _bound(self, key: PodKey, node: str) -> None:
         obj = self.cluster.pods[key]
@@ -587,6 +610,22 @@ class Simulation:
                 out[name] = {"pv": done.pv, "provisioned": done.provisioned}
         return out
 
+    def _explained(self, pods: Mapping[str, Any]) -> dict[str, Explanation]:
+        """The explanations asked for; a pod never tried says why."""
+        out: dict[str, Explanation] = {}
+        for key in sorted(self.explain):
+            got = self.explanations.get(key)
+            if got is None:
+                where = pods.get(key)
+                why = (
+                    "not in the input"
+                    if where is None
+                    else f"never tried by the scheduler: {where.get('reason') or 'bound already'}"
+                )
+                got = Explanation(pod=key, attempt=0, nodes=0, outcome=why)
+            out[key] = got
+        return out
+
     def preempted_by(self) -> dict[str, str]:
         """Each victim's preemptor (pod or gang ns/name), from the Preempted events
         recorded on pods (the last one wins)."""
@@ -688,6 +727,7 @@ class Simulation:
             groups[k]["domain"] = group_placement(s.snapshot, pg, where)
         milli = {"cpu", s.isolated.resource}
         return SimulationResult(
+            explanations=self._explained(pods),
             pods=pods,
             pod_groups=groups,
             nodes=node_usage(s.snapshot, milli),
@@ -707,7 +747,10 @@ def _uid(obj: Mapping[str, Any]) -> str:
 
 
 def simulate(
-    objects: Sequence[Mapping[str, Any]], config: SchedulerConfig, until: float | None = None
+    objects: Sequence[Mapping[str, Any]],
+    config: SchedulerConfig,
+    until: float | None = None,
+    explain: Sequence[str] = (),
 ) -> SimulationResult:
     # The result is handed out through a list, not as the task's result: on
     # Python 3.11 asyncio.run's SIGINT clean-up (signal.getsignal) builds the
@@ -717,7 +760,7 @@ def simulate(
     out: list[SimulationResult] = []
 
     async def main() -> None:
-        out.append(await Simulation(objects, config).run(until))
+        out.append(await Simulation(objects, config, explain=explain).run(until))
 
     with _fewer_collections():
         asyncio.run(main())
@@ -763,6 +806,9 @@ def _node_shown(v: Mapping[str, Any]) -> str:
 
 def format_table(result: SimulationResult) -> str:
     lines = []
+    for e in result.explanations.values():
+        lines.extend(render_table(e, result.explain_top))
+        lines.append("")
     w = max([len("POD"), *(len(k) for k in result.pods)])
     shown = {k: _node_shown(v) for k, v in result.pods.items()}
     nw = max([len("NODE"), *(len(n) for n in shown.values())])

@@ -556,8 +556,15 @@ class Profile:
 
     @timed("Score")
     def run_score(
-        self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray
+        self,
+        state: CycleState,
+        pod: Pod,
+        nodes: NodeTable,
+        rows: IntpArray,
+        breakdown: dict[str, tuple[Int64Array, Int64Array, int]] | None = None,
     ) -> Int64Array | Status:
+        """The weighted total per row; `breakdown`, if given, receives each
+        plugin's raw and normalised scores and its weight (explanations)."""
         total = np.zeros(len(rows), dtype=np.int64)
         skip = state.skip_score
         for name, p, norm, weight in self.scores:
@@ -568,6 +575,7 @@ class Profile:
                 s = np.asarray(p.score(state, pod, nodes, rows), dtype=np.int64)
             except Exception as e:
                 return self.errors.record(name, "Score", pod, e)
+            raw = s
             if norm is not None:
                 try:
                     s = np.asarray(norm.normalize_score(state, pod, s), dtype=np.int64)
@@ -584,6 +592,8 @@ class Profile:
                     name,
                 )
             total += s * weight
+            if breakdown is not None:
+                breakdown[name] = (raw, s, weight)
         return total
 
     @timed("Reserve")
