@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import json
 import logging
@@ -11,9 +12,12 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from troupe import __version__
+
+if TYPE_CHECKING:
+    from troupe.simulate import SimulationResult
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -22,15 +26,21 @@ def _simulate(args: argparse.Namespace) -> int:
     from troupe.plugins.registry import IN_TREE
     from troupe.simulate import InputError, format_output, load_objects, simulate
 
-    try:
-        config = load_config(args.config, IN_TREE)
-    except ConfigError as e:
-        print(f"troupe: configuration: {e}", file=sys.stderr)
+    if args.compare and args.config:
+        print("troupe: --compare takes the two configurations; leave out --config", file=sys.stderr)
         return 2
+    configs = []
+    for path in args.compare or [args.config]:
+        try:
+            configs.append(load_config(path, IN_TREE))
+        except ConfigError as e:
+            where = f" {path}" if args.compare else ""
+            print(f"troupe: configuration{where}: {e}", file=sys.stderr)
+            return 2
     if args.seed is not None:
         from dataclasses import replace
 
-        config = replace(config, troupe=replace(config.troupe, seed=args.seed))
+        configs = [replace(c, troupe=replace(c.troupe, seed=args.seed)) for c in configs]
     if args.until is not None and not (math.isfinite(args.until) and args.until >= 0):
         print(f"troupe: --until: must be a finite number >= 0, got {args.until}", file=sys.stderr)
         return 2
@@ -45,12 +55,21 @@ def _simulate(args: argparse.Namespace) -> int:
     # again on every full collection while scheduling.
     gc.freeze()
     try:
-        result = simulate(objects, config, until=args.until, explain=args.explain)
+        # A run writes status into the objects it schedules (as the API would):
+        # each configuration gets its own copy of the input.
+        inputs = [copy.deepcopy(objects) for _ in configs] if len(configs) > 1 else [objects]
+        results = [
+            simulate(o, c, until=args.until, explain=args.explain)
+            for o, c in zip(inputs, configs, strict=True)
+        ]
     except ProfileError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
     finally:
         gc.unfreeze()
+    result = results[0]
+    if args.compare:
+        return _print_compare(args, objects, results)
     t2 = time.perf_counter()
     if args.explain_all:
         result.explain_top = None
@@ -65,6 +84,30 @@ def _simulate(args: argparse.Namespace) -> int:
             f"output {time.perf_counter() - t2:.3f} s",
             file=sys.stderr,
         )
+    return 0
+
+
+def _print_compare(
+    args: argparse.Namespace, objects: list[dict[str, Any]], results: list[SimulationResult]
+) -> int:
+    from pathlib import Path
+
+    from troupe.compare import ZONE_LABEL, compare, format_compare
+    from troupe.simulate import dump_output
+
+    names = tuple(Path(p).stem for p in args.compare)
+    if names[0] == names[1]:
+        names = ("A", "B")
+    zones = {
+        str(o["metadata"]["name"]): str(((o["metadata"].get("labels") or {}).get(ZONE_LABEL)) or "")
+        for o in objects
+        if o.get("kind") == "Node"
+    }
+    diff = compare(
+        results[0], results[1], (names[0], names[1]), zones if any(zones.values()) else None
+    )
+    out = format_compare(diff) if args.output == "table" else dump_output(diff, args.output)
+    sys.stdout.write(out + "\n")
     return 0
 
 
@@ -183,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
         "ResourceClaims and ResourceClaimTemplates",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    sim.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("A.yaml", "B.yaml"),
+        default=None,
+        help="what if: schedule the input under two configurations and report the "
+        "differences (placements, pending pods, gangs, preemptions, use per node and zone)",
+    )
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     sim.add_argument(
         "--until",

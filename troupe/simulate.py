@@ -864,11 +864,16 @@ def format_table(result: SimulationResult) -> str:
     return "\n".join(lines)
 
 
-def format_output(result: SimulationResult, fmt: str) -> str:
+def dump_output(obj: Any, fmt: str) -> str:
+    """`obj` as JSON or YAML text."""
     if fmt == "json":
-        return json.dumps(result.to_json_obj(), indent=2)
-    if fmt == "yaml":
-        # libyaml's emitter when PyYAML has it: the same text, four times faster
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        return yaml.dump(result.to_json_obj(), Dumper=dumper, sort_keys=False)
+        return json.dumps(obj, indent=2)
+    # libyaml's emitter when PyYAML has it: the same text, four times faster
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(obj, Dumper=dumper, sort_keys=False)
+
+
+def format_output(result: SimulationResult, fmt: str) -> str:
+    if fmt in ("json", "yaml"):
+        return dump_output(result.to_json_obj(), fmt)
     return format_table(result)

@@ -75,3 +75,53 @@ def test_the_table_for_people(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert line.endswith("<- chosen")
     assert main(["simulate", str(f), "--explain", "default/web", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["explain"]["default/web"]["chosen"] == "big"
+
+
+LEAST = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: troupe-scheduler
+"""
+NO_TAINTS = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: troupe-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: TaintToleration}]
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+"""
+
+
+def test_compare_two_configurations_of_one_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What if: the same input under two configurations, and what differs."""
+    f = tmp_path / "c.json"
+    objects = [o for o in cluster() if o["metadata"]["name"] != "tainted"]
+    objects.append(make_node("gpu").capacity(cpu=64, memory="256Gi", pods=110).taint("gpu").obj())
+    f.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    (tmp_path / "spread.yaml").write_text(LEAST)
+    (tmp_path / "packed.yaml").write_text(NO_TAINTS)
+    args = ["simulate", str(f), "--compare", str(tmp_path / "spread.yaml")]
+    assert main([*args, str(tmp_path / "packed.yaml"), "-o", "json"]) == 0
+    diff = json.loads(capsys.readouterr().out)
+    assert diff["configurations"] == ["spread", "packed"]
+    assert diff["placed"] == {"spread": 1, "packed": 2}
+    # huge fits the tainted 64-cpu node only when taints are not looked at
+    (only,) = diff["placedOnlyUnderpacked"]
+    assert only["pod"] == "default/huge" and only["node"] == "gpu"
+    assert only["reason"].startswith("0/4 nodes are available")
+    # web: LeastAllocated spreads it to the big node, MostAllocated packs it onto small
+    assert diff["moved"] == [{"pod": "default/web", "spread": "big", "packed": "small"}]
+    assert main([*args, str(tmp_path / "packed.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("COMPARE spread vs packed: 1 vs 2 pods placed")
+    assert "placed under packed only: 1" in text
+
+
+def test_compare_and_config_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "x.yaml", "--config", "a", "--compare", "a", "b"]) == 2
+    assert "--compare takes the two configurations" in capsys.readouterr().err
