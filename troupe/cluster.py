@@ -94,6 +94,10 @@ class ClusterClient(Protocol):
         """Create a ResourceClaim (metadata.generateName names it); returns it."""
         ...
 
+    async def annotate_pod(self, pod: PodKey, annotations: Mapping[str, str]) -> None:
+        """Merge the annotations into the pod's metadata (explanations)."""
+        ...
+
     async def delete_resource_claim(self, key: str) -> None:
         """Delete the ResourceClaim `key` (ns/name); gone already is not an error."""
         ...
@@ -153,6 +157,7 @@ class InMemoryCluster:
     resource_claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_claim_write: Callable[[dict[str, Any]], None] | None = None
     on_claim_deleted: Callable[[dict[str, Any]], None] | None = None
+    annotation_writes: int = 0
     claim_writes: int = 0
     # Called after a delete with the pod's key and the grace period in effect; the
     # pod keeps its deletionTimestamp until the caller removes it (as a kubelet would).
@@ -277,6 +282,14 @@ class InMemoryCluster:
         if self.on_claim_write is not None:
             self.on_claim_write(obj)
         return obj
+
+    async def annotate_pod(self, pod: PodKey, annotations: Mapping[str, str]) -> None:
+        obj = self.pods.get(pod)
+        if obj is None:
+            raise NotFound(pod)
+        md = obj.setdefault("metadata", {})
+        md["annotations"] = {**(md.get("annotations") or {}), **annotations}
+        self.annotation_writes += 1
 
     async def delete_resource_claim(self, key: str) -> None:
         obj = self.resource_claims.pop(key, None)

@@ -5,19 +5,27 @@ the snapshot the attempt saw, over every node (the attempt itself may have
 stopped after enough feasible nodes, or scored a sample), and keeps for each
 node the plugin that rejected it and its message, or, for feasible nodes, each
 Score plugin's raw, normalised and weighted score and the total. It is called
-for the pods asked about only (`troupe simulate --explain`), through the
+for the pods asked about only (`troupe simulate --explain`, or a pod annotated
+`troupe.dev/explain: "true"` when `troupe.explain` is enabled), through the
 scheduler's observer, so it costs nothing to the pods nobody asks about.
+
+In a live scheduler with `troupe.explain.enabled`, `DecisionLog` keeps the last
+decision of each pod (a summary, or the whole explanation for annotated pods)
+for `/debug/explain/<namespace>/<name>` on the metrics port.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import json
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from troupe.api.types import Pod
+from troupe.explain_notes import EXPLAIN_PREFIX
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.fit import FitError, ScheduleResult
 from troupe.framework.runtime import Profile
@@ -202,3 +210,71 @@ def render_table(ex: Explanation, top: int | None = 10) -> list[str]:
         why = "a tie, broken at random" if best == got else "the attempt scored a sample"
         lines.append(f"  {ex.chosen} scores {got}, the best {best}: {why}")
     return lines
+
+
+def simulator_annotations(ex: Explanation, filters: Sequence[str]) -> dict[str, str]:
+    """The attempt as kube-scheduler-simulator's annotations (troupe.explain_notes)."""
+    filter_result: dict[str, dict[str, str]] = {}
+    for node in [*ex.rejected, *ex.scores]:
+        verdicts: dict[str, str] = {}
+        rejected = ex.rejected.get(node)
+        for name in filters:
+            if rejected is not None and name == rejected["plugin"]:
+                verdicts[name] = ", ".join(rejected["reasons"])
+                break
+            verdicts[name] = "passed"
+        filter_result[node] = verdicts
+    score = {n: {p: str(v["raw"]) for p, v in s["plugins"].items()} for n, s in ex.scores.items()}
+    final = {
+        n: {p: str(v["weighted"]) for p, v in s["plugins"].items()} for n, s in ex.scores.items()
+    }
+    out = {
+        f"{EXPLAIN_PREFIX}filter-result": json.dumps(filter_result, sort_keys=True),
+        f"{EXPLAIN_PREFIX}score-result": json.dumps(score, sort_keys=True),
+        f"{EXPLAIN_PREFIX}finalscore-result": json.dumps(final, sort_keys=True),
+        f"{EXPLAIN_PREFIX}selected-node": ex.chosen or "",
+    }
+    if ex.pre_filter is not None:
+        out[f"{EXPLAIN_PREFIX}prefilter-result-status"] = json.dumps(
+            {ex.pre_filter["plugin"]: ex.pre_filter["reason"]}, sort_keys=True
+        )
+    return out
+
+
+def summary(
+    pod: Pod, result: ScheduleResult | FitError | Status, attempt: int, gang: str, domain: str
+) -> dict[str, Any]:
+    """What the live log keeps of a pod nobody asked details for (no extra work)."""
+    out: dict[str, Any] = {
+        "pod": str(pod.key),
+        "attempt": attempt,
+        "outcome": _outcome(result),
+        "chosen": str(result.node) if isinstance(result, ScheduleResult) else None,
+    }
+    if isinstance(result, ScheduleResult):
+        out["evaluated"], out["feasibleFound"] = result.evaluated, result.feasible
+    if gang:
+        out["gang"] = gang
+        out["domain"] = domain.removeprefix("node(s) outside ") or None
+    return out
+
+
+class DecisionLog:
+    """The last decision of each pod, at most `max_pods` (the oldest go first):
+    what `/debug/explain/<namespace>/<name>` serves."""
+
+    def __init__(self, max_pods: int) -> None:
+        self.max_pods = max_pods
+        self._log: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def record(self, key: str, obj: dict[str, Any]) -> None:
+        self._log[key] = obj
+        self._log.move_to_end(key)
+        while len(self._log) > self.max_pods:
+            self._log.popitem(last=False)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._log.get(key)
+
+    def __len__(self) -> int:
+        return len(self._log)

@@ -24,7 +24,7 @@ carries its liveness-type checks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
@@ -320,11 +320,16 @@ class Metrics:
         raise ValueError(f"unknown health endpoint {endpoint!r}")
 
     async def serve(
-        self, host: str, port: int, ready: Callable[[], bool] | None = None
+        self,
+        host: str,
+        port: int,
+        ready: Callable[[], bool] | None = None,
+        explain: Callable[[str], Mapping[str, Any] | None] | None = None,
     ) -> Callable[[], object]:
         """Serve /metrics, /livez, /readyz and /healthz; returns a coroutine function
         that stops the server. `ready`, if given, becomes the readyz check
-        `informer-sync` (failing until it returns True)."""
+        `informer-sync` (failing until it returns True). `explain`, if given,
+        answers /debug/explain/<namespace>/<name> (troupe.explain)."""
         from aiohttp import web
 
         if ready is not None:
@@ -370,8 +375,19 @@ class Metrics:
 
             return one
 
+        async def explained(request: web.Request) -> web.Response:
+            assert explain is not None
+            key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+            got = explain(key)
+            if got is None:
+                body = {"error": f"no decision recorded for pod {key}"}
+                return web.json_response(body, status=404)
+            return web.json_response(dict(got))
+
         app = web.Application()
         app.router.add_get("/metrics", metrics)
+        if explain is not None:
+            app.router.add_get("/debug/explain/{namespace}/{name}", explained)
         for endpoint in ("livez", "readyz", "healthz"):
             app.router.add_get(f"/{endpoint}", health(endpoint))
             app.router.add_get(f"/{endpoint}/{{check}}", single(endpoint))

@@ -539,7 +539,10 @@ async def run(
     kinds = await watched_kinds(kube, kinds)
     unsynced.update(kinds)
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
-    close_metrics = await metrics.serve(metrics_host, port, synced.is_set) if port else None
+    explain = scheduler.decisions.get if scheduler.decisions is not None else None
+    close_metrics = (
+        await metrics.serve(metrics_host, port, synced.is_set, explain) if port else None
+    )
     kopf_thread = KopfThread(build_registry(scheduler, loop, kube, kinds, kind_synced))
     kopf_thread.start()
     metrics.set_leader(le.resource_name, False)

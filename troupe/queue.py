@@ -47,6 +47,7 @@ from sortedcontainers import SortedList
 
 from troupe.api.types import Pod, PodKey
 from troupe.clock import Clock
+from troupe.explain_notes import EXPLAIN_PREFIX
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -126,7 +127,13 @@ def _comparable(pod: Pod) -> dict[str, Any]:
     raw = dict(pod.raw)
     md = raw.get("metadata")
     if isinstance(md, dict):
-        raw["metadata"] = {k: v for k, v in md.items() if k not in _VOLATILE_METADATA}
+        md = {k: v for k, v in md.items() if k not in _VOLATILE_METADATA}
+        notes = md.get("annotations")
+        if isinstance(notes, dict) and any(k.startswith(EXPLAIN_PREFIX) for k in notes):
+            # The scheduler's own explanation of its decision (troupe.explain)
+            # comes back through the watch: it is not a change to the pod.
+            md["annotations"] = {k: v for k, v in notes.items() if not k.startswith(EXPLAIN_PREFIX)}
+        raw["metadata"] = md
     raw.pop("status", None)
     return raw
 

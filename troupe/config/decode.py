@@ -33,6 +33,9 @@ Troupe's own settings live in a top-level `troupe:` section (all optional):
       gangGroupCycle: true             # place a gang's pods together (atomic)
       podGroupStatusCoalesceSeconds: 1
       metricsPort: 10259               # /metrics, /healthz, /readyz
+      explain:                         # /debug/explain/<ns>/<name> on metricsPort, and
+        enabled: false                 #   troupe.dev/explain: "true" pods annotated
+        maxPods: 10000                 #   decisions kept (the oldest go first)
       featureGates:                    # as kube-scheduler's --feature-gates
         StorageCapacityScoring: true   #   (troupe.framework.features)
 
@@ -124,7 +127,9 @@ TROUPE_FIELDS: Final = (
     "metricsPort",
     "scoreWatermark",
     "featureGates",
+    "explain",
 )
+EXPLAIN_FIELDS: Final = ("enabled", "maxPods")
 
 
 def _fraction(v: object, path: str) -> float:
@@ -147,6 +152,8 @@ def _troupe(obj: object) -> TroupeSettings:
     m = read_object(obj, path, TROUPE_FIELDS)
     fp = f"{path}.fifoFallback"
     f = read_object(m.get("fifoFallback"), fp, FIFO_FIELDS)
+    xp = f"{path}.explain"
+    x = read_object(m.get("explain"), xp, EXPLAIN_FIELDS)
     d = TroupeSettings()
 
     def get(section: Mapping[str, Any], where: str, key: str, default: Any, read: Any) -> Any:
@@ -192,6 +199,10 @@ def _troupe(obj: object) -> TroupeSettings:
         ),
         score_watermark=get(m, path, "scoreWatermark", d.score_watermark, _fraction),
         features=_features(m.get("featureGates"), f"{path}.featureGates"),
+        explain_enabled=get(x, xp, "enabled", d.explain_enabled, read_bool),
+        explain_max_pods=get(
+            x, xp, "maxPods", d.explain_max_pods, lambda v, p: read_int(v, p, lo=1)
+        ),
     )
 
 

@@ -100,6 +100,10 @@ class TroupeSettings:
     # Score weights); None = off. See Scheduler._score_to_watermark.
     score_watermark: float | None = None
     features: Features = field(default_factory=Features)
+    # troupe.explain: keep the last decision of each pod for /debug/explain and
+    # annotate pods that ask (troupe.dev/explain: "true"); off by default.
+    explain_enabled: bool = False
+    explain_max_pods: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)

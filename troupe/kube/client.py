@@ -357,6 +357,21 @@ class KubeClient:
         obj = json.loads(data or b"{}")
         return obj if isinstance(obj, dict) else {}
 
+    async def annotate_pod(self, pod: PodKey, annotations: Mapping[str, str]) -> None:
+        ns, name = _split(pod)
+        path = f"/api/v1/namespaces/{_seg(ns)}/pods/{_seg(name)}"
+        try:
+            await self.writes.send(
+                f"annotate pod {pod}",
+                "PATCH",
+                path,
+                {"metadata": {"annotations": dict(annotations)}},
+                self.fence,
+                MERGE_PATCH,
+            )
+        except k8s.ApiException as e:
+            raise typed(e, pod) from None
+
     async def delete_resource_claim(self, key: str) -> None:
         ns, name = _split(key)
         path = f"/apis/resource.k8s.io/v1/namespaces/{_seg(ns)}/resourceclaims/{_seg(name)}"
