@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench import workloads
@@ -74,6 +74,8 @@ class Case:
     # holds one through an allocated claim, each measured pod claims one through
     # its template (the claim created, as the resourceclaim controller would).
     devices: int = 0
+    # troupe.explain.enabled: every pod's decision kept for /debug/explain
+    explain: bool = False
 
 
 CASES: dict[str, Case] = {
@@ -81,6 +83,7 @@ CASES: dict[str, Case] = {
     for c in (
         Case("basic-500", 500, 1000, 10000),
         Case("basic-5000", 5000, 1000, 10000, target_pods_per_s=1000.0),
+        Case("basic-5000-explain", 5000, 1000, 10000, explain=True),
         Case("basic-500-per-node", 500, 1000, 2000, per_node=True),
         Case("basic-5000-per-node", 5000, 1000, 1000, per_node=True),
         Case("gang-5000", 5000, 0, 3000, gang_size=3, target_ms_per_group=3.7),
@@ -126,6 +129,8 @@ async def _run_case(case: Case) -> dict[str, Any]:
     clock = VirtualClock()
     cluster = InMemoryCluster()
     config = default_config(IN_TREE)
+    if case.explain:
+        config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
     sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node)
     measured_bound = 0
 
