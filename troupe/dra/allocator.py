@@ -62,7 +62,7 @@ class AllocationError(Exception):
 class _Slot:
     claim: int
     request: int
-    alternatives: tuple[tuple[ExactRequest, list[Published]], ...]
+    alternatives: tuple[tuple[ExactRequest, Sequence[Published]], ...]
 
 
 @dataclass(slots=True)
@@ -106,9 +106,11 @@ def _candidates(
     claim: ResourceClaim,
     req: ExactRequest,
     slices: Sequence[ResourceSlice],
-) -> list[Published]:
+    node: str = "",
+) -> Sequence[Published]:
     """The devices of `slices` the request could take, in use or not (what a
-    slice says is remembered per class version, selectors and tolerations)."""
+    slice says is remembered per class version, selectors and tolerations; with
+    `node`, the whole list for the node's own slices too)."""
     cls = store.device_class(req.device_class)
     if cls is None:
         raise AllocationError(
@@ -131,9 +133,15 @@ def _candidates(
         )
 
     key = (cls.name, cls.resource_version, req.selectors, req.tolerations)
+    if node:
+        got = store.node_matches(node, key)
+        if got is not None:
+            return got
     out: list[Published] = []
     for s in slices:
         out.extend(store.matching(s, key, admits))
+    if node:
+        store.remember_node_matches(node, key, slices, out)
     return out
 
 
@@ -155,23 +163,26 @@ def allocate(
     slices = store.slices_for(node, labels)
     if not slices:
         return None
+    if not build and not taken and len(claims) == 1:
+        lone = _lone_request(claims[0])
+        if lone is not None:
+            # One request for some devices of one kind and nothing binding them
+            # together: whether it fits is whether enough of them are free.
+            used = store.used
+            need = lone.count
+            for p in _candidates(store, claims[0], lone, slices, node):
+                if (d := p.id) not in used or d in released:
+                    need -= 1
+                    if not need:
+                        return []
+            return None
     slots = []
     for ci, claim in enumerate(claims):
         for ri, r in enumerate(claim.requests):
-            alts = tuple((alt, _candidates(store, claim, alt, slices)) for alt in r.alternatives)
+            alts = tuple(
+                (alt, _candidates(store, claim, alt, slices, node)) for alt in r.alternatives
+            )
             slots.append(_Slot(ci, ri, alts))
-    if not build and len(slots) == 1 and not taken and _counts_only(claims[0], slots[0]):
-        # One request for some devices of one kind and nothing binding them
-        # together: whether it fits is whether enough of them are free.
-        alt, cands = slots[0].alternatives[0]
-        used = store.used
-        need = alt.count
-        for p in cands:
-            if (d := p.device.id) not in used or d in released:
-                need -= 1
-                if not need:
-                    return []
-        return None
     search = _Search(store, claims, slots, set(taken or ()), released=released)
     search.chosen = [{} for _ in claims]
     search.picked = [[] for _ in claims]
@@ -252,11 +263,15 @@ def _union(selectors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"nodeSelectorTerms": [term]}
 
 
-def _counts_only(claim: ResourceClaim, slot: _Slot) -> bool:
-    if claim.constraints or len(slot.alternatives) != 1:
-        return False
-    alt = slot.alternatives[0][0]
-    return alt.mode != ALL and not alt.admin_access
+def _lone_request(claim: ResourceClaim) -> ExactRequest | None:
+    """The claim's request when it is its only one, for a count of devices of
+    one kind, with no constraint or admin access: then only counting matters."""
+    if claim.constraints or len(claim.requests) != 1:
+        return None
+    alts = claim.requests[0].alternatives
+    if len(alts) != 1 or alts[0].mode == ALL or alts[0].admin_access:
+        return None
+    return alts[0]
 
 
 def _config(
@@ -348,7 +363,9 @@ def _in_claim(search: _Search, ci: int) -> set[DeviceID]:
     return {p.device.id for ps in search.chosen[ci].values() for p in ps}
 
 
-def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published], i: int) -> bool:
+def _take(
+    search: _Search, slot: _Slot, alt: ExactRequest, cands: Sequence[Published], i: int
+) -> bool:
     ci = slot.claim
     claim = search.claims[ci]
     mine = _in_claim(search, ci)
@@ -365,7 +382,7 @@ def _take(search: _Search, slot: _Slot, alt: ExactRequest, cands: list[Published
         if any(p.device.id in mine or not _free(search, p, alt.admin_access) for p in cands):
             return False
         for k in range(1, len(cands) + 1):
-            search.chosen[ci][alt.name] = cands[:k]
+            search.chosen[ci][alt.name] = list(cands[:k])
             if not _constraints_hold(search, ci):
                 search.chosen[ci].pop(alt.name, None)
                 raise AllocationError(

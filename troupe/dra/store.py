@@ -19,7 +19,7 @@ CEL, and a slice is read far more often than it changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -47,6 +47,7 @@ class Published:
     device: Device
     slice: ResourceSlice
     index: int  # in slice.devices
+    id: DeviceID  # device.id, at hand for the in-use tests
 
     @property
     def node_local(self) -> bool:
@@ -74,6 +75,8 @@ class DeviceStore:
         # Devices in use by allocated claims (as readers see them) -> claim keys.
         self._in_use: dict[DeviceID, set[str]] = {}
         self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
+        # node -> request key -> admitted devices (node-local slices only)
+        self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._published: dict[str, tuple[Published, ...]] = {}
         self._matching: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
@@ -107,6 +110,7 @@ class DeviceStore:
                 self._index_slice(obj)
             self._refresh_generation(obj.driver, obj.pool)
             self._local.clear()
+            self._node_matches.clear()
             self._published.pop(obj.name, None)
             self._matching.pop(obj.name, None)
         else:
@@ -234,6 +238,24 @@ class DeviceStore:
             out.sort(key=_pool_order)
         return out
 
+    def node_matches(self, node: str, key: tuple[object, ...]) -> tuple[Published, ...] | None:
+        """What `remember_node_matches` kept for the node and request key."""
+        per = self._node_matches.get(node)
+        return per.get(key) if per is not None else None
+
+    def remember_node_matches(
+        self,
+        node: str,
+        key: tuple[object, ...],
+        slices: Sequence[ResourceSlice],
+        found: Sequence[Published],
+    ) -> None:
+        """Keep the devices a request key admits on the node, until a slice
+        changes; only when the node's slices are its own (a node selector
+        depends on the node's labels, which are not part of the key)."""
+        if all(s.node_name == node for s in slices):
+            self._node_matches.setdefault(node, {})[key] = tuple(found)
+
     def devices_for(self, node: str, labels: Mapping[str, str]) -> list[Published]:
         """The devices usable on the node (see `slices_for`)."""
         return [p for s in self.slices_for(node, labels) for p in self.published(s)]
@@ -242,7 +264,7 @@ class DeviceStore:
         got = self._published.get(s.name)
         if got is None or (got and got[0].slice is not s):
             got = self._published[s.name] = tuple(
-                Published(d, s, i) for i, d in enumerate(s.devices)
+                Published(d, s, i, d.id) for i, d in enumerate(s.devices)
             )
         return got
 
