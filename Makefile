@@ -32,6 +32,10 @@ $(STAMP): pyproject.toml $(LOCK)
 		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& (apt-get update -qq && apt-get install -y -qq --no-install-recommends faketime >/dev/null) \
 		|| echo "faketime not installed: the clock-skew fault tests will fail (apt-get install faketime)"; }
+	@# Debian's Chromium, headless, is the browser `troupe simulate -o html` is checked in.
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& (apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
+		|| echo "chromium not installed: the HTML report's browser test will fail (apt-get install chromium)"; }
 	touch $(STAMP)
 
 test: install

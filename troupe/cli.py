@@ -73,7 +73,12 @@ def _simulate(args: argparse.Namespace) -> int:
     t2 = time.perf_counter()
     if args.explain_all:
         result.explain_top = None
-    out = format_output(result, args.output)
+    if args.output == "html":
+        from troupe.report import render_html
+
+        out = render_html(result, objects)
+    else:
+        out = format_output(result, args.output)
     sys.stdout.write(out + "\n")
     sys.stdout.flush()
     if args.timings:
@@ -106,7 +111,14 @@ def _print_compare(
     diff = compare(
         results[0], results[1], (names[0], names[1]), zones if any(zones.values()) else None
     )
-    out = format_compare(diff) if args.output == "table" else dump_output(diff, args.output)
+    if args.output == "html":
+        from troupe.report import render_compare_html
+
+        out = render_compare_html(results, names, diff, objects)
+    elif args.output == "table":
+        out = format_compare(diff)
+    else:
+        out = dump_output(diff, args.output)
     sys.stdout.write(out + "\n")
     return 0
 
@@ -234,7 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="what if: schedule the input under two configurations and report the "
         "differences (placements, pending pods, gangs, preemptions, use per node and zone)",
     )
-    sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    sim.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json", "yaml", "html"),
+        default="table",
+        help="html: one self-contained page (heat map of use per node by zone and rack, "
+        "pending pods by reason, gangs, preemptions); open it in any browser",
+    )
     sim.add_argument(
         "--until",
         type=float,

@@ -125,3 +125,25 @@ def test_compare_two_configurations_of_one_input(
 def test_compare_and_config_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "x.yaml", "--config", "a", "--compare", "a", "b"]) == 2
     assert "--compare takes the two configurations" in capsys.readouterr().err
+
+
+def test_the_html_report_is_one_self_contained_page(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "c.json"
+    objects = cluster()
+    objects[0]["metadata"]["labels"]["topology.kubernetes.io/zone"] = "z<1>"
+    f.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    assert main(["simulate", str(f), "-o", "html"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<script" not in page and "http" not in page  # no script, nothing fetched
+    assert "zone z&lt;1&gt;" in page  # what comes from the input is escaped
+    assert page.count('<rect class="node"') == 4
+    assert "Insufficient cpu" in page and 'class="bar"' in page
+    (tmp_path / "a.yaml").write_text(LEAST)
+    (tmp_path / "b.yaml").write_text(NO_TAINTS)
+    args = ["simulate", str(f), "--compare", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")]
+    assert main([*args, "-o", "html"]) == 0
+    both = capsys.readouterr().out
+    assert "troupe simulate: a vs b" in both and both.count('<div class="run">') == 2
