@@ -44,6 +44,8 @@ class Explanation:
     feasible_found: int = 0  # feasible nodes the attempt found (and scored)
     gang: str = ""  # the PodGroup, for a gang's member
     domain: str = ""  # the topology domain the gang was tried in, if any
+    # The gang's members at the end (`troupe simulate`): pod -> node, or why not.
+    members: dict[str, str] = field(default_factory=dict)
     pre_filter: dict[str, str] | None = None  # {"plugin", "reason"} when PreFilter failed
     rejected: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> plugin, reasons
     # node -> {"total": int, "plugins": {name: {"raw", "normalized", "weight", "weighted"}}}
@@ -90,6 +92,7 @@ class Explanation:
         if self.gang:
             out["gang"] = self.gang
             out["domain"] = self.domain or None
+            out["members"] = self.members
         if top is not None and len(ranked) > top:
             out["scoresLeftOut"] = len(ranked) - top
         return out
@@ -167,6 +170,8 @@ def render_table(ex: Explanation, top: int | None = 10) -> list[str]:
     ]
     if ex.gang:
         lines.append(f"  gang: {ex.gang}" + (f", tried in {ex.domain}" if ex.domain else ""))
+        for member, where in sorted(ex.members.items()):
+            lines.append(f"    {member}: {where}")
     if ex.chosen is not None:
         lines.append(
             f"  the attempt filtered {ex.evaluated} node(s), found {ex.feasible_found} feasible "

@@ -623,6 +623,13 @@ class Simulation:
                     else f"never tried by the scheduler: {where.get('reason') or 'bound already'}"
                 )
                 got = Explanation(pod=key, attempt=0, nodes=0, outcome=why)
+            if got.gang:
+                group = GroupKey(got.gang)
+                got.members = {
+                    str(p.key): (pods.get(p.key) or {}).get("node")
+                    or str((pods.get(p.key) or {}).get("reason") or "pending")
+                    for p in self.scheduler.cache.pods_in_group(group)
+                }
             out[key] = got
         return out
 

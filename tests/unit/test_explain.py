@@ -147,3 +147,27 @@ def test_the_html_report_is_one_self_contained_page(
     assert main([*args, "-o", "html"]) == 0
     both = capsys.readouterr().out
     assert "troupe simulate: a vs b" in both and both.count('<div class="run">') == 2
+
+
+def test_a_gang_members_explanation_names_its_group_and_where_each_member_went() -> None:
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 2},
+    }
+    objects = [
+        make_node("n0").capacity(cpu=4, memory="16Gi", pods=110).obj(),
+        make_node("n1").capacity(cpu=4, memory="16Gi", pods=110).obj(),
+        group,
+        make_pod("m0").req(cpu="3").group("g").obj(),
+        make_pod("m1").req(cpu="3").group("g").obj(),
+    ]
+    result = simulate(objects, default_config(IN_TREE), explain=["default/m1"])
+    ex = result.to_json_obj()["explain"]["default/m1"]
+    assert ex["gang"] == "default/g"
+    placed = result.to_json_obj()["pods"]
+    assert ex["members"] == {k: placed[k]["node"] for k in ("default/m0", "default/m1")}
+    assert sorted(ex["members"].values()) == ["n0", "n1"]
+    # the member was searched with the first one charged: one node left for it
+    assert ex["feasible"] == 1
