@@ -44,7 +44,7 @@ import gc
 import json
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -811,6 +811,21 @@ def _node_shown(v: Mapping[str, Any]) -> str:
     return "<preempted>" if "preemptedFrom" in v else "<pending>"
 
 
+def _claim_section(
+    result: SimulationResult, field: str, head: str, show: Callable[[Any], str]
+) -> list[str]:
+    """A `POD  CLAIM  <head>` section of what the pods' claims got (volumes,
+    devices), or nothing when no pod has any."""
+    rows = [(k, c, v) for k, p in result.pods.items() for c, v in p.get(field, {}).items()]
+    if not rows:
+        return []
+    pw = max([len("POD"), *(len(k) for k, _, _ in rows)])
+    cw = max([len("CLAIM"), *(len(c) for _, c, _ in rows)])
+    out = ["", f"{'POD':<{pw}}  {'CLAIM':<{cw}}  {head}"]
+    out += [f"{k:<{pw}}  {c:<{cw}}  {show(v)}" for k, c, v in rows]
+    return out
+
+
 def format_table(result: SimulationResult) -> str:
     lines = []
     for e in result.explanations.values():
@@ -831,23 +846,13 @@ def format_table(result: SimulationResult) -> str:
         for k, v in victims.items():
             where = v.get("preemptedFrom") or v["node"] or ""
             lines.append(f"{k:<{vw}}  {v['preemptedBy']:<{bw}}  {where}".rstrip())
-    vols = [(k, c, v) for k, p in result.pods.items() for c, v in p.get("volumes", {}).items()]
-    if vols:
-        lines.append("")
-        pw = max([len("POD"), *(len(k) for k, _, _ in vols)])
-        cw = max([len("CLAIM"), *(len(c) for _, c, _ in vols)])
-        lines.append(f"{'POD':<{pw}}  {'CLAIM':<{cw}}  VOLUME")
-        for k, c, v in vols:
-            how = "provisioned" if v["provisioned"] else "bound"
-            lines.append(f"{k:<{pw}}  {c:<{cw}}  {v['pv']} ({how})")
-    devs = [(k, c, d) for k, p in result.pods.items() for c, d in p.get("devices", {}).items()]
-    if devs:
-        lines.append("")
-        pw = max([len("POD"), *(len(k) for k, _, _ in devs)])
-        cw = max([len("CLAIM"), *(len(c) for _, c, _ in devs)])
-        lines.append(f"{'POD':<{pw}}  {'CLAIM':<{cw}}  DEVICES")
-        for k, c, d in devs:
-            lines.append(f"{k:<{pw}}  {c:<{cw}}  {', '.join(d)}")
+    lines += _claim_section(
+        result,
+        "volumes",
+        "VOLUME",
+        lambda v: f"{v['pv']} ({'provisioned' if v['provisioned'] else 'bound'})",
+    )
+    lines += _claim_section(result, "devices", "DEVICES", ", ".join)
     if result.pod_groups:
         lines.append("")
         gw = max([len("PODGROUP"), *(len(k) for k in result.pod_groups)])

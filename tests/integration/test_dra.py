@@ -65,22 +65,29 @@ def api() -> Iterator[ApiServer]:
         yield srv
 
 
-def test_a_pod_claiming_a_device_is_bound_where_it_is_and_the_claim_allocated(
-    api: ApiServer, tmp_path: Path
-) -> None:
+def bound(api: ApiServer, tmp_path: Path, manifest: str, pod: str) -> tuple[Kubectl, str]:
+    """Three nodes, the manifest applied with kubectl, troupe run until `pod`
+    is bound: kubectl, and the pod's node."""
     for i in range(3):
         api.create(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj())
     kubectl = Kubectl(api, tmp_path)
-    kubectl.apply(MANIFEST)
+    kubectl.apply(manifest)
     with Troupe(tmp_path, kubeconfig=kubectl.kubeconfig) as t:
         t.wait_ready()
 
         def node() -> str | None:
-            p = json.loads(kubectl("get", "pod", "trainer", "-o", "json"))
+            p = json.loads(kubectl("get", "pod", pod, "-o", "json"))
             return p["spec"].get("nodeName") or None
 
-        assert until(node, what="the pod bound") == "n1"
-        claim = json.loads(kubectl("get", "resourceclaim", "gpu", "-o", "json"))
+        return kubectl, until(node, what=f"pod {pod} bound")
+
+
+def test_a_pod_claiming_a_device_is_bound_where_it_is_and_the_claim_allocated(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    kubectl, node = bound(api, tmp_path, MANIFEST, "trainer")
+    assert node == "n1"
+    claim = json.loads(kubectl("get", "resourceclaim", "gpu", "-o", "json"))
     assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
     assert claim["status"]["allocation"]["devices"]["results"] == [
         {"request": "gpu", "driver": "gpu.example.com", "pool": "n1", "device": "gpu-0"}
@@ -122,20 +129,10 @@ spec:
 def test_an_extended_resource_backed_by_a_device_class_gets_a_claim_made_for_it(
     api: ApiServer, tmp_path: Path
 ) -> None:
-    for i in range(3):
-        api.create(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj())
-    kubectl = Kubectl(api, tmp_path)
-    kubectl.apply(EXTENDED)
-    with Troupe(tmp_path, kubeconfig=kubectl.kubeconfig) as t:
-        t.wait_ready()
-
-        def node() -> str | None:
-            p = json.loads(kubectl("get", "pod", "legacy", "-o", "json"))
-            return p["spec"].get("nodeName") or None
-
-        assert until(node, what="the pod bound") == "n2"
-        pod = json.loads(kubectl("get", "pod", "legacy", "-o", "json"))
-        claims = json.loads(kubectl("get", "resourceclaims", "-o", "json"))["items"]
+    kubectl, node = bound(api, tmp_path, EXTENDED, "legacy")
+    assert node == "n2"
+    pod = json.loads(kubectl("get", "pod", "legacy", "-o", "json"))
+    claims = json.loads(kubectl("get", "resourceclaims", "-o", "json"))["items"]
     (claim,) = claims
     status = pod["status"]["extendedResourceClaimStatus"]
     assert status["resourceClaimName"] == claim["metadata"]["name"]
