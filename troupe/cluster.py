@@ -215,19 +215,8 @@ class InMemoryCluster:
     def _patch_volume(
         self, kind: str, store: dict[str, dict[str, Any]], key: str, patch: Mapping[str, Any]
     ) -> dict[str, Any]:
-        obj = store.get(key)
-        if obj is None:
-            raise NotFound(key)
-        md = obj.setdefault("metadata", {})
-        want = (patch.get("metadata") or {}).get("resourceVersion")
-        if want is not None and str(want) != str(md.get("resourceVersion", "")):
-            raise Conflict(f"{kind} {key}: the object has been modified")
-        new = merge_patch(obj, patch)
+        new = _patched(kind, store, key, patch, patch)
         self.volume_writes += 1
-        new.setdefault("metadata", {})["resourceVersion"] = str(
-            int(str(md.get("resourceVersion") or 0)) + 1
-        )
-        store[key] = new
         if self.on_volume_write is not None:
             self.on_volume_write(kind, new)
         return new
@@ -238,26 +227,15 @@ class InMemoryCluster:
     async def patch_resource_claim(
         self, key: str, patch: Mapping[str, Any], status: bool = False
     ) -> Mapping[str, Any]:
-        obj = self.resource_claims.get(key)
-        if obj is None:
-            raise NotFound(key)
-        md = obj.get("metadata") or {}
-        want = (patch.get("metadata") or {}).get("resourceVersion")
-        if want is not None and str(want) != str(md.get("resourceVersion", "")):
-            raise Conflict(f"ResourceClaim {key}: the object has been modified")
         # The status subresource takes only status; the object, everything else.
         part = (
             {"status": patch.get("status")}
             if status
             else {k: v for k, v in patch.items() if k != "status"}
         )
-        new = merge_patch(obj, part)
-        new.setdefault("metadata", {})["resourceVersion"] = str(
-            int(str(md.get("resourceVersion") or 0)) + 1
-        )
+        new = _patched("ResourceClaim", self.resource_claims, key, patch, part)
         if not new["metadata"].get("finalizers"):
             new["metadata"].pop("finalizers", None)
-        self.resource_claims[key] = new
         self.claim_writes += 1
         if self.on_claim_write is not None:
             self.on_claim_write(new)
@@ -339,6 +317,28 @@ class InMemoryCluster:
         self.deletions.append((pod, grace))
         if self.on_pod_deleted is not None:
             self.on_pod_deleted(pod, grace)
+
+
+def _patched(
+    kind: str,
+    store: dict[str, dict[str, Any]],
+    key: str,
+    patch: Mapping[str, Any],
+    body: Mapping[str, Any],
+) -> dict[str, Any]:
+    """store[key] merge-patched with `body`, its resourceVersion bumped; the
+    patch's metadata.resourceVersion, if any, is a precondition (Conflict)."""
+    obj = store.get(key)
+    if obj is None:
+        raise NotFound(key)
+    rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    want = (patch.get("metadata") or {}).get("resourceVersion")
+    if want is not None and str(want) != rv:
+        raise Conflict(f"{kind} {key}: the object has been modified")
+    new = merge_patch(obj, body)
+    new.setdefault("metadata", {})["resourceVersion"] = str(int(rv or 0) + 1)
+    store[key] = new
+    return new
 
 
 def merge_patch(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,7 @@ CEL, and a slice is read far more often than it changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -159,9 +159,6 @@ class DeviceStore:
     def device_class(self, name: str) -> DeviceClass | None:
         return self._classes.get(name)
 
-    def classes(self) -> Iterable[DeviceClass]:
-        return self._classes.values()
-
     def has_classes(self) -> bool:
         return bool(self._classes)
 
@@ -176,9 +173,6 @@ class DeviceStore:
                     self._extended.setdefault(r, name)
         return self._extended
 
-    def slices(self) -> Iterable[ResourceSlice]:
-        return self._slices.values()
-
     def claim(self, key: str) -> ResourceClaim | None:
         """The claim as readers see it: an assumed allocation over the API's."""
         return self._assumed.get(key) or self._claims.get(key)
@@ -186,25 +180,13 @@ class DeviceStore:
     def api_claim(self, key: str) -> ResourceClaim | None:
         return self._claims.get(key)
 
-    def claims(self) -> Iterable[ResourceClaim]:
-        for key in self._claims.keys() | self._assumed.keys():
-            c = self.claim(key)
-            if c is not None:
-                yield c
-
     @property
     def used(self) -> Mapping[DeviceID, AbstractSet[str]]:
         """Devices in use (allocated or in flight), for membership tests."""
         return self._in_use
 
-    def in_use(self, device: DeviceID) -> bool:
-        return bool(self._in_use.get(device))
-
     def users(self, device: DeviceID) -> frozenset[str]:
         return frozenset(self._in_use.get(device, ()))
-
-    def has_devices(self) -> bool:
-        return bool(self._slices)
 
     def slices_for(self, node: str, labels: Mapping[str, str]) -> list[ResourceSlice]:
         """The slices whose devices are usable on the node, of each pool's newest
@@ -321,25 +303,6 @@ class DeviceStore:
         self._reindex_claim(claim.key, before)
         return before or claim
 
-    def assume_for_now(self, claim: ResourceClaim) -> Callable[[], None]:
-        """Assume the claim until the returned function is called, which puts
-        back what was assumed before (a group trial's tentative allocation)."""
-        key = claim.key
-        prior = self._assumed.get(key)
-        before = self.claim(key)
-        self._assumed[key] = claim
-        self._reindex_claim(key, before)
-
-        def undo() -> None:
-            now = self.claim(key)
-            if prior is None:
-                self._assumed.pop(key, None)
-            else:
-                self._assumed[key] = prior
-            self._reindex_claim(key, now)
-
-        return undo
-
     def restore(self, key: str) -> None:
         """Drop the assumed version of a claim (Unreserve)."""
         old = self.claim(key)
@@ -347,9 +310,6 @@ class DeviceStore:
             self._reindex_claim(key, old)
             for fn in self.listeners:
                 fn()
-
-    def is_assumed(self, key: str) -> bool:
-        return key in self._assumed
 
     def _reindex_claim(self, key: str, old: ResourceClaim | None) -> None:
         if old is not None and old.allocation is not None:

@@ -25,7 +25,6 @@ from troupe.api._read import (
     get_str,
     invalid,
     required,
-    show,
     unsupported,
 )
 from troupe.api.parse import _guarded
@@ -41,7 +40,6 @@ ALL: Final = "All"
 RESERVED_FOR_MAX: Final = 256
 # ResourceClaim and DeviceRequest limits the API server enforces.
 DEVICE_REQUESTS_MAX: Final = 32
-ALLOCATION_RESULTS_MAX: Final = 32
 SELECTOR_EXPRESSION_MAX: Final = 10 * 1024
 FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 
@@ -510,5 +508,4 @@ __all__ = [
     "Version",
     "parse_dra_object",
     "qualified",
-    "show",
 ]
