@@ -607,3 +607,45 @@ def test_upstream_claim_and_class_parameters_cel_runtime_error(where: str) -> No
     reason = result.to_json_obj()["pods"]["default/p"]["reason"]
     who = f"class {DRIVER}" if where == "class" else "claim default/c"
     assert f"{who}: selector #0: CEL runtime error: no such key: nope" in reason
+
+
+def test_a_pod_waiting_for_a_dra_backed_extended_resource_is_woken_when_devices_free() -> None:
+    """The only GPU is held by another pod's claim; when that claim gives it up
+    (the controller deallocates it), the pod asking `example.com/gpu: 1` the old
+    way is queued again, as a pod with a claim would be; a pod using no
+    device is not."""
+    from tests.unit.plugins.conftest import make_handle
+    from troupe.api.parse import parse_pod
+    from troupe.dra.types import parse_dra_object
+    from troupe.framework.events import EventResource, QueueingHint
+    from troupe.plugins.dynamic_resources import DynamicResources
+
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    handle = make_handle()
+    handle.devices.set(parse_dra_object("DeviceClass", cls))  # type: ignore[arg-type]
+    plugin = DynamicResources(handle)
+    asker = pod("legacy")
+    asker["spec"].pop("resourceClaims")
+    asker["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    plain = pod("plain")
+    plain["spec"].pop("resourceClaims")
+    held = claim("held", request())
+    held["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [{"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0"}]
+            }
+        }
+    }
+    old, new = (
+        parse_dra_object("ResourceClaim", held),
+        parse_dra_object("ResourceClaim", claim("held", request())),
+    )
+    (hint,) = [
+        e.hint
+        for e in plugin.events_to_register()
+        if e.event.resource == EventResource.RESOURCE_CLAIM and e.hint is not None
+    ]
+    assert hint(parse_pod(asker, {}), old, new) == QueueingHint.QUEUE  # type: ignore[arg-type]
+    assert hint(parse_pod(plain, {}), old, new) == QueueingHint.SKIP  # type: ignore[arg-type]

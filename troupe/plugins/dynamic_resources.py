@@ -660,8 +660,12 @@ class DynamicResources(
                 return QueueingHint.SKIP
             return QueueingHint.QUEUE
 
+        def uses_devices(pod: Pod) -> bool:
+            """Claims, or extended resources a DeviceClass backs."""
+            return bool(pod.resource_claims) or bool(extended_requests(self.store, pod))
+
         def claim_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            if not pod.resource_claims:
+            if not uses_devices(pod):
                 return QueueingHint.SKIP
             claim = new if isinstance(new, ResourceClaim) else old
             if not isinstance(claim, ResourceClaim):
@@ -677,7 +681,7 @@ class DynamicResources(
             return QueueingHint.QUEUE if freed else QueueingHint.SKIP
 
         def devices_changed(pod: Pod, old: Any, new: Any) -> QueueingHint:
-            return QueueingHint.QUEUE if pod.resource_claims else QueueingHint.SKIP
+            return QueueingHint.QUEUE if uses_devices(pod) else QueueingHint.SKIP
 
         every = ActionType.ADD | ActionType.UPDATE
         return [
