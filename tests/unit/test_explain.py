@@ -171,3 +171,45 @@ def test_a_gang_members_explanation_names_its_group_and_where_each_member_went()
     assert sorted(ex["members"].values()) == ["n0", "n1"]
     # the member was searched with the first one charged: one node left for it
     assert ex["feasible"] == 1
+
+
+def test_the_explanation_written_on_a_pending_pod_does_not_make_it_try_again() -> None:
+    """troupe.explain: an annotated pod that does not fit gets its explanation
+    written as annotations; that write comes back as an update of the pod, which
+    is the scheduler's own and leaves the pod where it waits."""
+    import asyncio
+    from dataclasses import replace
+
+    from troupe.clock import VirtualClock
+    from troupe.cluster import InMemoryCluster
+    from troupe.scheduler import Scheduler
+
+    config = default_config(IN_TREE)
+    config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
+    cluster = InMemoryCluster()
+    s = Scheduler(config, cluster, VirtualClock())
+    s.on_node(make_node("n0").capacity(cpu=2, memory="4Gi", pods=10).obj())
+    obj = make_pod("huge").req(cpu="8").annotate("troupe.dev/explain", "true").obj()
+    cluster.pods["default/huge"] = obj
+    s.on_pod(json.loads(json.dumps(obj)))  # the watch's copy, not the cluster's object
+
+    async def cycle() -> None:
+        assert s.schedule_one()
+        await s.settle()
+
+    asyncio.run(cycle())
+    assert s.queue.statistics().unschedulable == 1
+    decision = s.decisions.get("default/huge") if s.decisions else None
+    assert decision is not None and decision["chosen"] is None
+    notes = cluster.pods["default/huge"]["metadata"]["annotations"]
+    assert "kube-scheduler-simulator.sigs.k8s.io/filter-result" in notes
+    assert cluster.annotation_writes == 1
+    # The watch delivers the annotated pod (a new object, as the API sends it).
+    s.on_pod(json.loads(json.dumps(cluster.pods["default/huge"])))
+    stats = s.queue.statistics()
+    assert (stats.unschedulable, stats.active, stats.backoff) == (1, 0, 0)
+    # While a label (someone else's change) moves it, as kube-scheduler does.
+    relabelled = json.loads(json.dumps(cluster.pods["default/huge"]))
+    relabelled["metadata"]["labels"]["team"] = "ml"
+    s.on_pod(relabelled)
+    assert s.queue.statistics().unschedulable == 0
