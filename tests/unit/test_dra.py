@@ -298,48 +298,6 @@ def test_a_missing_device_class_is_named() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("what", "obj_field"),
-    [
-        ("capacity", "spec.devices.requests[0].exactly.capacity"),
-        ("distinct", "spec.devices.constraints[0].distinctAttribute"),
-    ],
-)
-def test_what_troupe_cannot_allocate_yet_waits_with_the_field(what: str, obj_field: str) -> None:
-    req = request()
-    constraints = None
-    if what == "capacity":
-        req["exactly"]["capacity"] = {"requests": {"memory": "1Gi"}}
-    else:
-        constraints = [{"distinctAttribute": f"{DRIVER}/model"}]
-    _, result = run(
-        [
-            node("n0"),
-            device_class(),
-            gpus("n0", 2),
-            template("t", req, constraints=constraints),
-            pod("p", template="t"),
-        ]
-    )
-    reason = result.to_json_obj()["pods"]["default/p"]["reason"]
-    assert obj_field in reason and "not supported by Troupe yet" in reason
-
-
-def test_partitionable_devices_are_not_allocated_as_if_whole() -> None:
-    d = device("gpu-0")
-    d["consumesCounters"] = [{"counterSet": "gpu-0", "counters": {"memory": {"value": "1Gi"}}}]
-    _, result = run(
-        [
-            node("n0"),
-            device_class(),
-            slice_("s", d, node="n0"),
-            template("t", request()),
-            pod("p", template="t"),
-        ]
-    )
-    assert placed(result)["p"][0] is None
-
-
 def test_devices_in_flight_are_never_given_twice_within_a_gang() -> None:
     group = {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",

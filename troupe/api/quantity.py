@@ -128,3 +128,43 @@ def value(q: Fraction) -> int:
 def to_scaled(resource_name: str, q: Fraction, milli_resources: frozenset[str]) -> int:
     """The scaled integer amount: milli-units for `milli_resources`, else whole units."""
     return milli_value(q) if resource_name in milli_resources else value(q)
+
+
+_BINARY_SUFFIXES: Final = (
+    (1 << 60, "Ei"),
+    (1 << 50, "Pi"),
+    (1 << 40, "Ti"),
+    (1 << 30, "Gi"),
+    (1 << 20, "Mi"),
+    (1 << 10, "Ki"),
+)
+_DECIMAL_SUFFIXES: Final = (
+    (10**18, "E"),
+    (10**15, "P"),
+    (10**12, "T"),
+    (10**9, "G"),
+    (10**6, "M"),
+    (10**3, "k"),
+)
+
+
+def format_quantity(q: Fraction) -> str:
+    """A quantity as text the API reads back to the same value: whole numbers
+    with the largest binary or decimal suffix that divides them (1Gi, 2k),
+    others in milli-units (1500m) or, finer than that, as a decimal."""
+    if q.denominator == 1:
+        n = q.numerator
+        if n:
+            for table in (_BINARY_SUFFIXES, _DECIMAL_SUFFIXES):
+                for size, suffix in table:
+                    if n % size == 0:
+                        return f"{n // size}{suffix}"
+        return str(n)
+    milli = q * 1000
+    if milli.denominator == 1:
+        return f"{milli.numerator}m"
+    digits = 9
+    while (q * 10**digits).denominator != 1 and digits < 30:
+        digits += 3
+    scaled = math.ceil(q * 10**digits)
+    return f"{scaled}e-{digits}"

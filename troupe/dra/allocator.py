@@ -29,28 +29,36 @@ the field were not there.
 
 from __future__ import annotations
 
+import math
+import uuid
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Final
 
+from troupe.api.quantity import format_quantity
 from troupe.api.selectors import parse_node_selector
 from troupe.api.taints import DO_NOT_SCHEDULE_EFFECTS
 from troupe.dra.cel import CelError
-from troupe.dra.store import DeviceStore, Published
+from troupe.dra.store import DeviceStore, Published, device_on_node
 from troupe.dra.types import (
     ALL,
     Allocation,
     AllocationResult,
     AttributeValue,
+    CapacityPolicy,
+    CounterUse,
     DeviceID,
     ExactRequest,
     ResourceClaim,
     ResourceSlice,
+    qualified,
 )
 
 MAX_STEPS: Final = 20_000
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
+_SHARE_NAMESPACE: Final = uuid.UUID("6b1d6f0e-52a4-4c0e-9f57-2f5a1c9a4e11")
 
 
 class AllocationError(Exception):
@@ -66,6 +74,16 @@ class _Slot:
 
 
 @dataclass(slots=True)
+class _Taken:
+    """One device taken for a request while the search goes on: its share of
+    the device's capacity (devices claims share) and the counters it uses."""
+
+    device: Published
+    share: dict[str, Fraction] | None
+    counters: tuple[CounterUse, ...]
+
+
+@dataclass(slots=True)
 class _Search:
     store: DeviceStore
     claims: Sequence[ResourceClaim]
@@ -73,13 +91,26 @@ class _Search:
     taken: set[DeviceID] = field(default_factory=set)
     # claim index -> request name -> chosen devices
     chosen: list[dict[str, list[Published]]] = field(default_factory=list)
-    picked: list[list[tuple[ExactRequest, list[Published]]]] = field(default_factory=list)
+    picked: list[list[tuple[ExactRequest, list[_Taken]]]] = field(default_factory=list)
     steps: int = 0
-    # Devices in use that count as free (their pods are preemption's victims).
-    released: AbstractSet[DeviceID] = frozenset()
+    # Claims whose devices count as free (their pods are preemption's victims).
+    released: AbstractSet[str] = frozenset()
+    # Shares of devices claims share, taken in this search.
+    sharing: dict[DeviceID, list[dict[str, Fraction]]] = field(default_factory=dict)
+    # (driver, pool) -> counter set -> counter -> used by devices taken in this search
+    counting: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = field(default_factory=dict)
+    # (driver, pool) -> what allocated devices left of its counters, or why it is invalid
+    left: dict[tuple[str, str], dict[str, dict[str, Fraction]] | str] = field(default_factory=dict)
 
     def in_use(self, d: DeviceID) -> bool:
-        return d in self.store.used and d not in self.released
+        return self.store.in_use(d, self.released)
+
+    def pool_left(self, d: DeviceID) -> dict[str, dict[str, Fraction]] | str:
+        key = (d.driver, d.pool)
+        got = self.left.get(key)
+        if got is None:
+            got = self.left[key] = self.store.counters_left(d.driver, d.pool, self.released)
+        return got
 
 
 def node_selector_term(node: str) -> dict[str, Any]:
@@ -106,11 +137,12 @@ def _candidates(
     claim: ResourceClaim,
     req: ExactRequest,
     slices: Sequence[ResourceSlice],
-    node: str = "",
+    node: str,
+    labels: Mapping[str, str],
 ) -> Sequence[Published]:
-    """The devices of `slices` the request could take, in use or not (what a
-    slice says is remembered per class version, selectors and tolerations; with
-    `node`, the whole list for the node's own slices too)."""
+    """The devices of `slices` the request could take on the node, in use or
+    not (what a slice says is remembered per class version, selectors and
+    tolerations; the whole list for the node's own slices too)."""
     cls = store.device_class(req.device_class)
     if cls is None:
         raise AllocationError(
@@ -133,15 +165,16 @@ def _candidates(
         )
 
     key = (cls.name, cls.resource_version, req.selectors, req.tolerations)
-    if node:
-        got = store.node_matches(node, key)
-        if got is not None:
-            return got
+    got = store.node_matches(node, key)
+    if got is not None:
+        return got
     out: list[Published] = []
     for s in slices:
-        out.extend(store.matching(s, key, admits))
-    if node:
-        store.remember_node_matches(node, key, slices, out)
+        found = store.matching(s, key, admits)
+        if s.per_device:
+            found = tuple(p for p in found if device_on_node(p.device, node, labels))
+        out.extend(found)
+    store.remember_node_matches(node, key, slices, out)
     return out
 
 
@@ -152,12 +185,12 @@ def allocate(
     labels: Mapping[str, str],
     taken: set[DeviceID] | None = None,
     build: bool = True,
-    released: AbstractSet[DeviceID] = frozenset(),
+    released: AbstractSet[str] = frozenset(),
 ) -> list[Allocation] | None:
     """One allocation per claim on `node`, or None when they do not all fit.
     `taken`: devices that other claims being allocated in the same decision
     hold already. `build` False: only whether they fit (an empty list), as
-    Filter asks. `released`: devices in use that count as free (preemption's
+    Filter asks. `released`: claims whose devices count as free (preemption's
     dry run: the pods holding them are the victims). AllocationError when a
     claim can never be allocated as it stands."""
     slices = store.slices_for(node, labels)
@@ -166,21 +199,15 @@ def allocate(
     if not build and not taken and len(claims) == 1:
         lone = _lone_request(claims[0])
         if lone is not None:
-            # One request for some devices of one kind and nothing binding them
-            # together: whether it fits is whether enough of them are free.
-            used = store.used
-            need = lone.count
-            for p in _candidates(store, claims[0], lone, slices, node):
-                if (d := p.id) not in used or d in released:
-                    need -= 1
-                    if not need:
-                        return []
-            return None
+            fits = _enough_free(store, claims[0], lone, slices, node, labels, released)
+            if fits is not None:
+                return [] if fits else None
     slots = []
     for ci, claim in enumerate(claims):
         for ri, r in enumerate(claim.requests):
             alts = tuple(
-                (alt, _candidates(store, claim, alt, slices, node)) for alt in r.alternatives
+                (alt, _candidates(store, claim, alt, slices, node, labels))
+                for alt in r.alternatives
             )
             slots.append(_Slot(ci, ri, alts))
     search = _Search(store, claims, slots, set(taken or ()), released=released)
@@ -190,52 +217,92 @@ def allocate(
         return None
     if not build:
         return []
-    out = []
-    for ci, _claim in enumerate(claims):
-        results = []
-        node_local = False
-        selectors = []
-        for alt, picked in search.picked[ci]:
-            for p in picked:
-                results.append(
-                    AllocationResult(
-                        alt.name,
-                        p.device.id.driver,
-                        p.device.id.pool,
-                        p.device.id.device,
-                        alt.admin_access,
-                    )
+    return [_allocation(store, claim, search.picked[ci], node) for ci, claim in enumerate(claims)]
+
+
+def _enough_free(
+    store: DeviceStore,
+    claim: ResourceClaim,
+    lone: ExactRequest,
+    slices: Sequence[ResourceSlice],
+    node: str,
+    labels: Mapping[str, str],
+    released: AbstractSet[str],
+) -> bool | None:
+    """One request for some devices of one kind and nothing binding them
+    together: whether it fits is whether enough of them are free. None when
+    that is not the question (devices that share counters or capacity)."""
+    used = store.used
+    partitioned = store.partitioned
+    need = lone.count
+    for p in _candidates(store, claim, lone, slices, node, labels):
+        d = p.id
+        dev = p.device
+        if dev.multi or dev.policies or (partitioned and (d.driver, d.pool) in partitioned):
+            return None
+        if d not in used or (released and not store.in_use(d, released)):
+            need -= 1
+            if not need:
+                return True
+    return False
+
+
+def _allocation(
+    store: DeviceStore,
+    claim: ResourceClaim,
+    picked: Sequence[tuple[ExactRequest, list[_Taken]]],
+    node: str,
+) -> Allocation:
+    results: list[AllocationResult] = []
+    node_local = False
+    selectors: list[Mapping[str, Any]] = []
+    for alt, took in picked:
+        for t in took:
+            p = t.device
+            share = ""
+            if t.share is not None:
+                share = str(
+                    uuid.uuid5(_SHARE_NAMESPACE, f"{claim.uid}/{alt.name}/{p.id}/{len(results)}")
                 )
-                node_local = node_local or p.node_local
-                if p.slice.node_selector is not None:
-                    selectors.append(p.slice.node_selector)
-        raw_sel: Any = None
-        sel = None
-        if node_local:
-            # Once there is any device of the node's own, the selector is that node.
-            raw_sel = node_selector_term(node)
-        elif selectors:
-            # Network-attached devices: where all their slices reach.
-            raw_sel = _union(
-                [
-                    p.slice.node_selector_raw
-                    for _, ps in search.picked[ci]
-                    for p in ps
-                    if p.slice.node_selector is not None
-                ]
+            results.append(
+                AllocationResult(
+                    alt.name,
+                    p.id.driver,
+                    p.id.pool,
+                    p.id.device,
+                    alt.admin_access,
+                    share_id=share,
+                    consumed=t.share or {},
+                )
             )
-        if raw_sel is not None:
-            sel = parse_node_selector(raw_sel, "nodeSelector")
-        raw: dict[str, Any] = {
-            "devices": {"results": [_result_body(r) for r in results]},
-        }
-        config = _config(store, claims[ci], search.picked[ci])
-        if config:
-            raw["devices"]["config"] = config
-        if raw_sel is not None:
-            raw["nodeSelector"] = raw_sel
-        out.append(Allocation(tuple(results), sel, raw))
-    return out
+            node_local = node_local or p.node_local
+            where = p.node_selector
+            if where is not None:
+                selectors.append(where)
+    raw_sel: Any = None
+    if node_local:
+        # Once there is any device of the node's own, the selector is that node.
+        raw_sel = node_selector_term(node)
+    elif selectors:
+        # Network-attached devices: where all their slices reach.
+        raw_sel = _union(selectors)
+    sel = parse_node_selector(raw_sel, "nodeSelector") if raw_sel is not None else None
+    bodies = []
+    for r, t in zip(results, (t for _, took in picked for t in took), strict=True):
+        body = _result_body(r)
+        if t.share is not None:
+            published = t.device.device.published
+            body["consumedCapacity"] = {
+                published.get(name, name): format_quantity(q) for name, q in t.share.items()
+            }
+        bodies.append(body)
+    raw: dict[str, Any] = {"devices": {"results": bodies}}
+    config = _config(store, claim, [(alt, [t.device for t in took]) for alt, took in picked])
+    if config:
+        raw["devices"]["config"] = config
+    if raw_sel is not None:
+        raw["nodeSelector"] = raw_sel
+    return Allocation(tuple(results), sel, raw)
 
 
 def _union(selectors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -312,6 +379,8 @@ def _result_body(r: AllocationResult) -> dict[str, Any]:
     }
     if r.admin_access:
         body["adminAccess"] = True
+    if r.share_id:
+        body["shareID"] = r.share_id
     return body
 
 
@@ -324,25 +393,23 @@ def _constraints_hold(search: _Search, ci: int) -> bool:
     claim = search.claims[ci]
     chosen = search.chosen[ci]
     for c in claim.constraints:
-        value: AttributeValue | None = None
-        seen = False
+        name = c.match_attribute or c.distinct_attribute
+        values: list[AttributeValue] = []
         for req_name, picked in chosen.items():
             base = req_name.partition("/")[0]
             if c.requests and req_name not in c.requests and base not in c.requests:
                 continue
             for p in picked:
-                v = _attribute(p, c.match_attribute)
+                v = _attribute(p, name)
                 if v is None:
                     return False
-                if seen and v != value:
+                if c.match_attribute:
+                    if values and v != values[0]:
+                        return False
+                elif v in values:
                     return False
-                value, seen = v, True
+                values.append(v)
     return True
-
-
-def _free(search: _Search, p: Published, admin: bool) -> bool:
-    d = p.device.id
-    return admin or (d not in search.taken and not search.in_use(d))
 
 
 def _fill(search: _Search, i: int) -> bool:
@@ -359,8 +426,144 @@ def _fill(search: _Search, i: int) -> bool:
 
 def _in_claim(search: _Search, ci: int) -> set[DeviceID]:
     """The devices this claim's earlier requests took (a device serves one
-    request of a claim, admin access or not)."""
-    return {p.device.id for ps in search.chosen[ci].values() for p in ps}
+    request of a claim, admin access or not, unless claims share it)."""
+    return {p.device.id for ps in search.chosen[ci].values() for p in ps if not p.device.multi}
+
+
+def _share(search: _Search, alt: ExactRequest, p: Published) -> dict[str, Fraction] | None:
+    """What taking the device for the request takes of each of its capacities
+    (kube's consumable capacity: the amount asked, rounded up to what the
+    device's request policy allows, else its default, else all of it), or
+    None when the device cannot give it: it lacks a capacity asked for, an
+    amount breaks its policy, or the device has too little left."""
+    dev = p.device
+    asked: dict[str, Fraction] = {}
+    for name, q in alt.capacity:
+        full = qualified(name, dev.id.driver)
+        if full not in dev.capacity:
+            return None
+        asked[full] = q
+    before = search.store.consumed(dev.id, search.released) if dev.multi else {}
+    now = search.sharing.get(dev.id, ())
+    out: dict[str, Fraction] = {}
+    for name, total in dev.capacity.items():
+        policy = dev.policies.get(name)
+        want = asked.get(name)
+        took = _consumed(want, total, policy)
+        if took < 0:
+            raise AllocationError(
+                f'claim request {alt.name}: capacity "{name}": capacity value is negative'
+            )
+        if policy is not None and _violates(took, policy):
+            return None
+        used = before.get(name, Fraction(0)) + sum(
+            (s.get(name, Fraction(0)) for s in now), Fraction(0)
+        )
+        if used + took > total:
+            return None
+        out[name] = took
+    return out
+
+
+def _consumed(want: Fraction | None, total: Fraction, policy: CapacityPolicy | None) -> Fraction:
+    if want is None:
+        return policy.default if policy is not None and policy.default is not None else total
+    if policy is None:
+        return want
+    if policy.min is not None:
+        if want < policy.min:
+            return policy.min
+        if policy.step is None:
+            return want
+        steps = math.ceil((want - policy.min) / policy.step)
+        return policy.min + steps * policy.step
+    for v in policy.valid_values:
+        if want <= v:
+            return v
+    return want
+
+
+def _violates(took: Fraction, policy: CapacityPolicy) -> bool:
+    if policy.default is not None and took == policy.default:
+        return False
+    if policy.min is not None:
+        if policy.max is not None and took > policy.max:
+            return True
+        return policy.step is not None and (took - policy.min) % policy.step != 0
+    if policy.valid_values:
+        return took not in policy.valid_values
+    return False
+
+
+def _try(
+    search: _Search, ci: int, alt: ExactRequest, p: Published, mine: set[DeviceID]
+) -> _Taken | None:
+    """Take the device for the request if it can be taken now, or None."""
+    d = p.id
+    dev = p.device
+    if dev.multi:
+        if not alt.admin_access and search.in_use(d):
+            return None
+    elif alt.admin_access:
+        # Admin access takes devices whoever holds them, other claims being
+        # allocated now included; only this claim's own are off limits.
+        if d in mine:
+            return None
+    elif d in search.taken or d in mine or search.in_use(d):
+        return None
+    store = search.store
+    partitioned = store.partitioned and (d.driver, d.pool) in store.partitioned
+    left: dict[str, dict[str, Fraction]] | str = {}
+    if partitioned:
+        left = search.pool_left(d)
+        if isinstance(left, str):
+            return None  # an invalid pool gives nothing
+    share: dict[str, Fraction] | None = None
+    if alt.capacity or dev.multi or dev.policies:
+        share = _share(search, alt, p)
+        if share is None:
+            return None
+    counters: tuple[CounterUse, ...] = ()
+    # A device claims share uses its counters once, with its first share.
+    if dev.consumes and not (
+        dev.multi and (d in search.sharing or store.allocated(d, search.released))
+    ):
+        assert isinstance(left, dict)
+        pool = search.counting.setdefault((d.driver, d.pool), {})
+        for use in dev.consumes:
+            have = left.get(use.counter_set, {})
+            used = pool.get(use.counter_set, {})
+            for c, q in use.counters.items():
+                if used.get(c, Fraction(0)) + q > have.get(c, Fraction(0)):
+                    return None
+        for use in dev.consumes:
+            used = pool.setdefault(use.counter_set, {})
+            for c, q in use.counters.items():
+                used[c] = used.get(c, Fraction(0)) + q
+        counters = dev.consumes
+    if dev.multi:
+        assert share is not None
+        search.sharing.setdefault(d, []).append(share)
+    elif not alt.admin_access:
+        search.taken.add(d)
+    return _Taken(p, share if dev.multi else None, counters)
+
+
+def _give_back(search: _Search, t: _Taken, admin: bool) -> None:
+    d = t.device.id
+    if t.share is not None:
+        shares = search.sharing[d]
+        shares.remove(t.share)
+        if not shares:
+            del search.sharing[d]
+    elif not admin:
+        search.taken.discard(d)
+    if t.counters:
+        pool = search.counting[(d.driver, d.pool)]
+        for use in t.counters:
+            used = pool[use.counter_set]
+            for c, q in use.counters.items():
+                used[c] -= q
 
 
 def _take(
@@ -379,8 +582,15 @@ def _take(
                     f"claim {claim.key}, request {alt.name}: asks for all devices, but "
                     f"resource pool {d.driver}/{d.pool} is currently being updated"
                 )
-        if any(p.device.id in mine or not _free(search, p, alt.admin_access) for p in cands):
-            return False
+            if (
+                search.store.partitioned
+                and (d.driver, d.pool) in search.store.partitioned
+                and isinstance(search.pool_left(d), str)
+            ):
+                raise AllocationError(
+                    f"claim {claim.key}, request {alt.name}: asks for all devices, but "
+                    f"resource pool {d.driver}/{d.pool} is currently invalid"
+                )
         for k in range(1, len(cands) + 1):
             search.chosen[ci][alt.name] = list(cands[:k])
             if not _constraints_hold(search, ci):
@@ -390,27 +600,40 @@ def _take(
                     f"{cands[k - 1].device.id} because a claim constraint would not be satisfied"
                 )
         search.chosen[ci].pop(alt.name, None)
-        return _commit(search, slot, alt, list(cands), i)
+        took: list[_Taken] = []
+        for p in cands:
+            t = _try(search, ci, alt, p, mine)
+            if t is None:
+                for back in reversed(took):
+                    _give_back(search, back, alt.admin_access)
+                return False
+            took.append(t)
+        if _commit(search, slot, alt, took, i):
+            return True
+        for back in reversed(took):
+            _give_back(search, back, alt.admin_access)
+        return False
     need = alt.count
     taken = search.taken
     if alt.admin_access:
-        # Admin access takes devices whoever holds them, other claims being
-        # allocated now included; only this claim's own are off limits.
-        free = [p for p in cands if p.device.id not in mine]
+        free = [p for p in cands if p.device.multi or p.id not in mine]
     elif search.released:
         free = [
             p
             for p in cands
-            if (d := p.device.id) not in taken and d not in mine and not search.in_use(d)
+            if p.device.multi
+            or ((d := p.id) not in taken and d not in mine and not search.in_use(d))
         ]
     else:
         used = search.store.used
         free = [
-            p for p in cands if (d := p.device.id) not in taken and d not in used and d not in mine
+            p
+            for p in cands
+            if p.device.multi or ((d := p.id) not in taken and d not in used and d not in mine)
         ]
     if len(free) < need:
         return False
-    picked: list[Published] = []
+    picked: list[_Taken] = []
 
     def pick(start: int) -> bool:
         if len(picked) == need:
@@ -419,37 +642,33 @@ def _take(
             search.steps += 1
             if search.steps > MAX_STEPS:
                 return False
-            p = free[j]
-            if not alt.admin_access and p.device.id in search.taken:
+            t = _try(search, ci, alt, free[j], mine)
+            if t is None:
                 continue
-            picked.append(p)
-            search.chosen[ci][alt.name] = picked
-            ok = _constraints_hold(search, ci)
-            if ok and pick(j + 1):
+            picked.append(t)
+            search.chosen[ci][alt.name] = [x.device for x in picked]
+            if _constraints_hold(search, ci) and pick(j + 1):
                 return True
             picked.pop()
-            if not picked:
+            _give_back(search, t, alt.admin_access)
+            if picked:
+                search.chosen[ci][alt.name] = [x.device for x in picked]
+            else:
                 search.chosen[ci].pop(alt.name, None)
         return False
 
     return pick(0)
 
 
-def _commit(
-    search: _Search, slot: _Slot, alt: ExactRequest, picked: list[Published], i: int
-) -> bool:
+def _commit(search: _Search, slot: _Slot, alt: ExactRequest, took: list[_Taken], i: int) -> bool:
     ci = slot.claim
-    search.chosen[ci][alt.name] = picked
+    search.chosen[ci][alt.name] = [t.device for t in took]
     if not _constraints_hold(search, ci):
         search.chosen[ci].pop(alt.name, None)
         return False
-    # Devices given with admin access stay open to other claims (as kube's allocator).
-    ids = [] if alt.admin_access else [p.device.id for p in picked]
-    search.taken.update(ids)
-    search.picked[ci].append((alt, picked))
+    search.picked[ci].append((alt, took))
     if _fill(search, i + 1):
         return True
     search.picked[ci].pop()
-    search.taken.difference_update(ids)
     search.chosen[ci].pop(alt.name, None)
     return False

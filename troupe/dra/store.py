@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 from troupe.api.selectors import node_selector_matches
 from troupe.dra.cel import CelError, DeviceEnv, Selector, compile_selector
@@ -51,7 +53,24 @@ class Published:
 
     @property
     def node_local(self) -> bool:
-        return bool(self.slice.node_name)
+        """Whether an allocation of the device ties the claim to the node."""
+        return bool(self.slice.node_name or self.device.node_name or self.device.binds_to_node)
+
+    @property
+    def node_selector(self) -> Mapping[str, Any] | None:
+        """The node selector (as written) of the nodes that reach the device."""
+        if self.slice.per_device:
+            return self.device.node_selector_raw if self.device.node_selector is not None else None
+        return self.slice.node_selector_raw if self.slice.node_selector is not None else None
+
+
+def device_on_node(d: Device, node: str, labels: Mapping[str, str]) -> bool:
+    """Whether a device of a slice with per-device node selection is usable on the node."""
+    if d.node_name:
+        return d.node_name == node
+    if d.all_nodes:
+        return True
+    return d.node_selector is not None and node_selector_matches(d.node_selector, labels, node)
 
 
 def selector(expr: str) -> Selector | CelError:
@@ -74,6 +93,14 @@ class DeviceStore:
         self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> slice names
         # Devices in use by allocated claims (as readers see them) -> claim keys.
         self._in_use: dict[DeviceID, set[str]] = {}
+        # Devices claims share (consumable capacity) -> claim key -> what each
+        # of its shares takes.
+        self._shared: dict[DeviceID, dict[str, list[Mapping[str, Fraction]]]] = {}
+        # (driver, pool) -> counter set -> counter -> what allocated devices left
+        # of it, or the reason the pool's counters cannot be trusted.
+        self._counters: dict[tuple[str, str], dict[str, dict[str, Fraction]] | str] = {}
+        # Pools with shared counters (partitionable devices): (driver, pool).
+        self.partitioned: set[tuple[str, str]] = set()
         self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
         # node -> request key -> admitted devices (node-local slices only)
         self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
@@ -109,6 +136,8 @@ class DeviceStore:
                 self._slices[obj.name] = obj
                 self._index_slice(obj)
             self._refresh_generation(obj.driver, obj.pool)
+            self._counters.pop((obj.driver, obj.pool), None)
+            self._refresh_partitioned(obj.driver, obj.pool)
             self._local.clear()
             self._node_matches.clear()
             self._published.pop(obj.name, None)
@@ -145,6 +174,16 @@ class DeviceStore:
             self._network.discard(s.name)
         if self._verdicts:
             self._verdicts = {k: v for k, v in self._verdicts.items() if k[1] != s.name}
+
+    def _refresh_partitioned(self, driver: str, pool: str) -> None:
+        if any(
+            s.counter_sets or any(d.consumes for d in s.devices)
+            for n in self._pools.get((driver, pool), ())
+            if (s := self._slices[n])
+        ):
+            self.partitioned.add((driver, pool))
+        else:
+            self.partitioned.discard((driver, pool))
 
     def _refresh_generation(self, driver: str, pool: str) -> None:
         names = self._pools.get((driver, pool), set())
@@ -186,7 +225,87 @@ class DeviceStore:
         return self._in_use
 
     def users(self, device: DeviceID) -> frozenset[str]:
-        return frozenset(self._in_use.get(device, ()))
+        """The claims holding the device, whole or a share of it."""
+        return frozenset(self._in_use.get(device, ())) | self._shared.get(device, {}).keys()
+
+    def consumed(
+        self, device: DeviceID, released: AbstractSet[str] = frozenset()
+    ) -> dict[str, Fraction]:
+        """What the shares of a device allocated to claims (but those in
+        `released`) take of its capacities, by qualified name."""
+        out: dict[str, Fraction] = {}
+        for key, shares in self._shared.get(device, {}).items():
+            if key in released:
+                continue
+            for share in shares:
+                for name, q in share.items():
+                    out[name] = out.get(name, Fraction(0)) + q
+        return out
+
+    def allocated(self, device: DeviceID, released: AbstractSet[str] = frozenset()) -> bool:
+        """Whether some claim not in `released` holds the device or a share of it."""
+        users = self._in_use.get(device)
+        if users and (not released or not users <= released):
+            return True
+        shared = self._shared.get(device)
+        return shared is not None and (not released or not shared.keys() <= released)
+
+    def in_use(self, device: DeviceID, released: AbstractSet[str] = frozenset()) -> bool:
+        """Whether a claim not in `released` holds the whole device."""
+        users = self._in_use.get(device)
+        return users is not None and (not released or not users <= released)
+
+    def counters_left(
+        self, driver: str, pool: str, released: AbstractSet[str] = frozenset()
+    ) -> dict[str, dict[str, Fraction]] | str:
+        """The pool's shared counters less what its allocated devices use (a
+        copy), or why the pool cannot be allocated from: a counter set named
+        twice, or a device using a counter set or counter the pool lacks (kube's
+        invalid pool). Devices held only by `released` claims use nothing."""
+        got = self._counters.get((driver, pool)) if not released else None
+        if got is None:
+            got = self._count(driver, pool, released)
+            if not released:
+                self._counters[(driver, pool)] = got
+        if isinstance(got, str):
+            return got
+        return {name: dict(counters) for name, counters in got.items()}
+
+    def _count(
+        self, driver: str, pool: str, released: AbstractSet[str]
+    ) -> dict[str, dict[str, Fraction]] | str:
+        gen = self._generation.get((driver, pool))
+        slices = sorted(
+            (
+                s
+                for n in self._pools.get((driver, pool), ())
+                if (s := self._slices[n]).generation == gen
+            ),
+            key=lambda s: s.name,
+        )
+        sets: dict[str, dict[str, Fraction]] = {}
+        for s in slices:
+            for name, counters in s.counter_sets.items():
+                if name in sets:
+                    return f"duplicate counter set name {name}"
+                sets[name] = dict(counters)
+        for s in slices:
+            for d in s.devices:
+                for use in d.consumes:
+                    have = sets.get(use.counter_set)
+                    if have is None:
+                        return f"counter set {use.counter_set} not found"
+                    for c in use.counters:
+                        if c not in have:
+                            return f"counter {c} not found in counter set {use.counter_set}"
+        for s in slices:
+            for d in s.devices:
+                if d.consumes and self.allocated(d.id, released):
+                    for use in d.consumes:
+                        have = sets[use.counter_set]
+                        for c, q in use.counters.items():
+                            have[c] -= q
+        return sets
 
     def slices_for(self, node: str, labels: Mapping[str, str]) -> list[ResourceSlice]:
         """The slices whose devices are usable on the node, of each pool's newest
@@ -212,8 +331,13 @@ class DeviceStore:
             s = self._slices[name]
             if s.generation < self._generation.get((s.driver, s.pool), 0):
                 continue
-            if s.all_nodes or (
-                s.node_selector is not None and node_selector_matches(s.node_selector, labels, node)
+            if (
+                s.all_nodes
+                or (
+                    s.node_selector is not None
+                    and node_selector_matches(s.node_selector, labels, node)
+                )
+                or (s.per_device and any(device_on_node(d, node, labels) for d in s.devices))
             ):
                 out.append(s)
         if len(out) > len(local):
@@ -314,14 +438,32 @@ class DeviceStore:
     def _reindex_claim(self, key: str, old: ResourceClaim | None) -> None:
         if old is not None and old.allocation is not None:
             for r in old.allocation.results:
-                if not r.admin_access:
-                    users = self._in_use.get(r.device_id)
+                if r.admin_access:
+                    continue
+                d = r.device_id
+                if r.share_id:
+                    shares = self._shared.get(d)
+                    if shares is not None:
+                        shares.pop(key, None)
+                        if not shares:
+                            del self._shared[d]
+                else:
+                    users = self._in_use.get(d)
                     if users is not None:
                         users.discard(key)
                         if not users:
-                            del self._in_use[r.device_id]
+                            del self._in_use[d]
+                if self._counters:
+                    self._counters.pop((d.driver, d.pool), None)
         new = self.claim(key)
         if new is not None and new.allocation is not None:
             for r in new.allocation.results:
-                if not r.admin_access:
-                    self._in_use.setdefault(r.device_id, set()).add(key)
+                if r.admin_access:
+                    continue
+                d = r.device_id
+                if r.share_id:
+                    self._shared.setdefault(d, {}).setdefault(key, []).append(r.consumed)
+                else:
+                    self._in_use.setdefault(d, set()).add(key)
+                if self._counters:
+                    self._counters.pop((d.driver, d.pool), None)

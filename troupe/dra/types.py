@@ -17,6 +17,7 @@ from fractions import Fraction
 from typing import Any, Final, NamedTuple
 
 from troupe.api._read import (
+    as_map,
     get_bool,
     get_int,
     get_list,
@@ -25,6 +26,7 @@ from troupe.api._read import (
     get_str,
     invalid,
     required,
+    show,
     unsupported,
 )
 from troupe.api.parse import _guarded
@@ -70,12 +72,48 @@ class DeviceID(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityPolicy:
+    """How a claim may take part of a capacity (`capacity[...].requestPolicy`):
+    what it takes when it asks for nothing, and the amounts it may take (a
+    range from `min` in steps of `step` up to `max`, or a list of values)."""
+
+    default: Fraction | None = None
+    min: Fraction | None = None
+    max: Fraction | None = None
+    step: Fraction | None = None
+    valid_values: tuple[Fraction, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CounterUse:
+    """What a device takes from one of its pool's counter sets while allocated."""
+
+    counter_set: str
+    counters: Mapping[str, Fraction]
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     id: DeviceID
     # Fully qualified names ("<domain>/<name>"; unqualified ones take the driver's).
     attributes: Mapping[str, AttributeValue]
     capacity: Mapping[str, Fraction]
     taints: tuple[Taint, ...] = ()
+    # Partitionable devices: the shared counters this device uses up.
+    consumes: tuple[CounterUse, ...] = ()
+    # Consumable capacity: claims share the device, each taking part of its capacity.
+    multi: bool = False
+    policies: Mapping[str, CapacityPolicy] = field(default_factory=dict, compare=False)
+    # The capacity names as the device publishes them (qualified -> published),
+    # which is how allocation results name what they consume.
+    published: Mapping[str, str] = field(default_factory=dict, compare=False)
+    binds_to_node: bool = False
+    # Where the device is usable, when its slice leaves that to each device
+    # (`perDeviceNodeSelection`).
+    node_name: str = ""
+    node_selector: NodeSelector | None = None
+    node_selector_raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    all_nodes: bool = False
     # The path of a field this device uses that the allocator does not handle yet.
     unsupported: str = ""
 
@@ -93,6 +131,10 @@ class ResourceSlice:
     all_nodes: bool = False
     devices: tuple[Device, ...] = ()
     node_selector_raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # Each device says where it is usable (nodeName, nodeSelector or allNodes).
+    per_device: bool = False
+    # Counter sets shared by the pool's partitionable devices: name -> counter -> value.
+    counter_sets: Mapping[str, Mapping[str, Fraction]] = field(default_factory=dict, compare=False)
     unsupported: str = ""
 
     @property
@@ -125,6 +167,8 @@ class ExactRequest:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[Toleration, ...] = ()
+    # Consumable capacity asked of each device (`capacity.requests`), names as written.
+    capacity: tuple[tuple[str, Fraction], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +182,8 @@ class DeviceRequest:
 @dataclass(frozen=True, slots=True)
 class Constraint:
     requests: tuple[str, ...]  # empty: every request of the claim
-    match_attribute: str
+    match_attribute: str = ""  # all devices have it, with one value
+    distinct_attribute: str = ""  # all devices have it, each with another value
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +193,9 @@ class AllocationResult:
     pool: str
     device: str
     admin_access: bool = False
+    # A device claims share: this allocation's share of it, and what it takes.
+    share_id: str = ""
+    consumed: Mapping[str, Fraction] = field(default_factory=dict, compare=False)
 
     @property
     def device_id(self) -> DeviceID:
@@ -184,7 +232,6 @@ class ResourceClaim:
     owner_pod_uid: str = ""  # the controlling Pod owner's uid (claims from templates)
     finalizers: tuple[str, ...] = ()
     config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
-    unsupported: str = ""
 
     @property
     def key(self) -> str:
@@ -229,7 +276,53 @@ def _attribute(v: object, path: str) -> AttributeValue:
     return value
 
 
-def _device(item: Mapping[str, Any], prefix: str, driver: str, pool: str) -> Device:
+def _quantity(m: Mapping[str, Any], key: str, prefix: str) -> Fraction | None:
+    v = m.get(key)
+    return None if v is None else parse_quantity(v, f"{prefix}{key}")
+
+
+def _policy(v: Mapping[str, Any], path: str) -> CapacityPolicy:
+    prefix = f"{path}."
+    rng = get_map(v, "validRange", prefix)
+    values = tuple(
+        parse_quantity(q, f"{prefix}validValues[{i}]")
+        for i, q in enumerate(get_list(v, "validValues", prefix))
+    )
+    if rng and values:
+        raise ParseError(
+            path, "Invalid value: only one of `validRange` or `validValues` may be set"
+        )
+    rp = f"{prefix}validRange."
+    policy = CapacityPolicy(
+        default=_quantity(v, "default", prefix),
+        min=_quantity(rng, "min", rp) if rng else None,
+        max=_quantity(rng, "max", rp) if rng else None,
+        step=_quantity(rng, "step", rp) if rng else None,
+        valid_values=values,
+    )
+    if rng and policy.min is None:
+        raise required(f"{rp}min")
+    if policy.step is not None and policy.step <= 0:
+        raise invalid(f"{rp}step", str(v["validRange"]["step"]), "must be greater than zero")
+    return policy
+
+
+def _node_choice(
+    item: Mapping[str, Any], prefix: str
+) -> tuple[str, NodeSelector | None, Mapping[str, Any], bool]:
+    """nodeName, nodeSelector (parsed and as written), allNodes."""
+    raw = item.get("nodeSelector")
+    return (
+        get_str(item, "nodeName", prefix),
+        parse_node_selector(raw, f"{prefix}nodeSelector"),
+        dict(raw or {}),
+        get_bool(item, "allNodes", prefix),
+    )
+
+
+def _device(
+    item: Mapping[str, Any], prefix: str, driver: str, pool: str, per_device: bool
+) -> Device:
     name = get_str(item, "name", prefix)
     if not name:
         raise required(f"{prefix}name")
@@ -238,29 +331,92 @@ def _device(item: Mapping[str, Any], prefix: str, driver: str, pool: str) -> Dev
         for k, v in get_map(item, "attributes", prefix).items()
     }
     capacity: dict[str, Fraction] = {}
+    policies: dict[str, CapacityPolicy] = {}
+    published: dict[str, str] = {}
     for k, v in get_map(item, "capacity", prefix).items():
         path = f"{prefix}capacity[{k}]"
         if not isinstance(v, Mapping) or v.get("value") is None:
             raise required(f"{path}.value")
-        capacity[qualified(k, driver)] = parse_quantity(v["value"], f"{path}.value")
+        q = qualified(k, driver)
+        if q in capacity and "/" not in k:
+            continue  # the name with the driver's domain wins over the bare one (kube)
+        capacity[q] = parse_quantity(v["value"], f"{path}.value")
+        published[q] = k
+        if v.get("requestPolicy") is not None:
+            policies[q] = _policy(
+                as_map(v["requestPolicy"], f"{path}.requestPolicy"), f"{path}.requestPolicy"
+            )
+        else:
+            policies.pop(q, None)
     taints = tuple(parse_taint(t, p) for p, t in get_objs(item, "taints", prefix))
+    consumes = []
+    seen_sets: set[str] = set()
+    for p, c in get_objs(item, "consumesCounters", prefix):
+        counter_set = get_str(c, "counterSet", p)
+        if not counter_set:
+            raise required(f"{p}counterSet")
+        if counter_set in seen_sets:
+            raise ParseError(f"{p}counterSet", f"Duplicate value: {show(counter_set)}")
+        seen_sets.add(counter_set)
+        counters = {
+            k: _counter(v, f"{p}counters[{k}]") for k, v in get_map(c, "counters", p).items()
+        }
+        consumes.append(CounterUse(counter_set, counters))
+    node_name, node_selector, node_selector_raw, all_nodes = _node_choice(item, prefix)
+    chosen = sum((bool(node_name), node_selector is not None, all_nodes))
+    if per_device and chosen != 1:
+        raise ParseError(
+            prefix.rstrip("."),
+            "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes` is required "
+            "when `perDeviceNodeSelection` is set to true in the ResourceSlice spec",
+        )
+    if not per_device and chosen:
+        raise ParseError(
+            prefix.rstrip("."),
+            "Forbidden: `nodeName`, `nodeSelector` and `allNodes` can only be set when "
+            "`perDeviceNodeSelection` is set to true in the ResourceSlice spec",
+        )
     odd = ""
-    for f in (
-        "consumesCounters",
-        "allowMultipleAllocations",
-        "bindsToNode",
-        "bindingConditions",
-        "bindingFailureConditions",
-    ):
-        if item.get(f) not in (None, [], False):
+    for f in ("bindingConditions", "bindingFailureConditions"):
+        if item.get(f) not in (None, []):
             odd = f"{prefix}{f}"
             break
-    else:
-        for k, v in get_map(item, "capacity", prefix).items():
-            if isinstance(v, Mapping) and v.get("requestPolicy") is not None:
-                odd = f"{prefix}capacity[{k}].requestPolicy"
-                break
-    return Device(DeviceID(driver, pool, name), attrs, capacity, taints, odd)
+    return Device(
+        DeviceID(driver, pool, name),
+        attrs,
+        capacity,
+        taints,
+        consumes=tuple(consumes),
+        multi=get_bool(item, "allowMultipleAllocations", prefix),
+        policies=policies,
+        published=published,
+        binds_to_node=get_bool(item, "bindsToNode", prefix),
+        node_name=node_name,
+        node_selector=node_selector,
+        node_selector_raw=node_selector_raw,
+        all_nodes=all_nodes,
+        unsupported=odd,
+    )
+
+
+def _counter(v: object, path: str) -> Fraction:
+    if not isinstance(v, Mapping) or v.get("value") is None:
+        raise required(f"{path}.value")
+    return parse_quantity(v["value"], f"{path}.value")
+
+
+def _counter_sets(spec: Mapping[str, Any]) -> dict[str, dict[str, Fraction]]:
+    out: dict[str, dict[str, Fraction]] = {}
+    for p, c in get_objs(spec, "sharedCounters", "spec."):
+        name = get_str(c, "name", p)
+        if not name:
+            raise required(f"{p}name")
+        if name in out:
+            raise ParseError(f"{p}name", f"Duplicate value: {show(name)}")
+        out[name] = {
+            k: _counter(v, f"{p}counters[{k}]") for k, v in get_map(c, "counters", p).items()
+        }
+    return out
 
 
 def _parse_slice(obj: Mapping[str, Any]) -> ResourceSlice:
@@ -273,9 +429,7 @@ def _parse_slice(obj: Mapping[str, Any]) -> ResourceSlice:
     pool_name = get_str(pool, "name", "spec.pool.")
     if not pool_name:
         raise required("spec.pool.name")
-    node_name = get_str(spec, "nodeName", "spec.")
-    node_selector = parse_node_selector(spec.get("nodeSelector"), "spec.nodeSelector")
-    all_nodes = get_bool(spec, "allNodes", "spec.")
+    node_name, node_selector, node_selector_raw, all_nodes = _node_choice(spec, "spec.")
     per_device = get_bool(spec, "perDeviceNodeSelection", "spec.")
     chosen = sum((bool(node_name), node_selector is not None, all_nodes, per_device))
     if chosen != 1:
@@ -284,10 +438,14 @@ def _parse_slice(obj: Mapping[str, Any]) -> ResourceSlice:
             "Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
             "`perDeviceNodeSelection` is required",
         )
-    devices = tuple(_device(d, p, driver, pool_name) for p, d in get_objs(spec, "devices", "spec."))
-    odd = "spec.perDeviceNodeSelection" if per_device else ""
-    if not odd and get_list(spec, "sharedCounters", "spec."):
-        odd = "spec.sharedCounters"
+    devices = tuple(
+        _device(d, p, driver, pool_name, per_device) for p, d in get_objs(spec, "devices", "spec.")
+    )
+    counter_sets = _counter_sets(spec)
+    if devices and counter_sets:
+        raise ParseError(
+            "spec", "Invalid value: only one of `devices` or `sharedCounters` may be set"
+        )
     return ResourceSlice(
         name=get_str(md, "name", "metadata."),
         resource_version=get_str(md, "resourceVersion", "metadata."),
@@ -299,8 +457,9 @@ def _parse_slice(obj: Mapping[str, Any]) -> ResourceSlice:
         node_selector=node_selector,
         all_nodes=all_nodes,
         devices=devices,
-        node_selector_raw=dict(spec.get("nodeSelector") or {}),
-        unsupported=odd,
+        node_selector_raw=node_selector_raw,
+        per_device=per_device,
+        counter_sets=counter_sets,
     )
 
 
@@ -332,7 +491,7 @@ def _parse_class(obj: Mapping[str, Any]) -> DeviceClass:
     )
 
 
-def _exact(item: Mapping[str, Any], prefix: str, name: str) -> tuple[ExactRequest, str]:
+def _exact(item: Mapping[str, Any], prefix: str, name: str) -> ExactRequest:
     device_class = get_str(item, "deviceClassName", prefix)
     if not device_class:
         raise required(f"{prefix}deviceClassName")
@@ -347,22 +506,23 @@ def _exact(item: Mapping[str, Any], prefix: str, name: str) -> tuple[ExactReques
     if mode == EXACT_COUNT and count <= 0:
         raise invalid(f"{prefix}count", count, "must be greater than zero")
     tolerations = tuple(parse_toleration(t, p) for p, t in get_objs(item, "tolerations", prefix))
-    odd = f"{prefix}capacity" if item.get("capacity") is not None else ""
-    return (
-        ExactRequest(
-            name=name,
-            device_class=device_class,
-            selectors=_selectors(item, prefix),
-            mode=mode,
-            count=count,
-            admin_access=get_bool(item, "adminAccess", prefix),
-            tolerations=tolerations,
-        ),
-        odd,
+    capacity = get_map(get_map(item, "capacity", prefix), "requests", f"{prefix}capacity.")
+    asked = tuple(
+        (k, parse_quantity(v, f"{prefix}capacity.requests[{k}]")) for k, v in capacity.items()
+    )
+    return ExactRequest(
+        name=name,
+        device_class=device_class,
+        selectors=_selectors(item, prefix),
+        mode=mode,
+        count=count,
+        admin_access=get_bool(item, "adminAccess", prefix),
+        tolerations=tolerations,
+        capacity=asked,
     )
 
 
-def _request(item: Mapping[str, Any], prefix: str) -> tuple[DeviceRequest, str]:
+def _request(item: Mapping[str, Any], prefix: str) -> DeviceRequest:
     name = get_str(item, "name", prefix)
     if not name:
         raise required(f"{prefix}name")
@@ -376,18 +536,14 @@ def _request(item: Mapping[str, Any], prefix: str) -> tuple[DeviceRequest, str]:
     if exactly is not None:
         if not isinstance(exactly, Mapping):
             raise invalid(f"{prefix}exactly", exactly, "must be an object")
-        alt, odd = _exact(exactly, f"{prefix}exactly.", name)
-        return DeviceRequest(name, (alt,)), odd
+        return DeviceRequest(name, (_exact(exactly, f"{prefix}exactly.", name),))
     alts = []
-    odd = ""
     for p, sub in first:
         sub_name = get_str(sub, "name", p)
         if not sub_name:
             raise required(f"{p}name")
-        alt, o = _exact(sub, p, f"{name}/{sub_name}")
-        alts.append(alt)
-        odd = odd or o
-    return DeviceRequest(name, tuple(alts), first_available=True), odd
+        alts.append(_exact(sub, p, f"{name}/{sub_name}"))
+    return DeviceRequest(name, tuple(alts), first_available=True)
 
 
 def _allocation(status: Mapping[str, Any]) -> Allocation | None:
@@ -399,13 +555,20 @@ def _allocation(status: Mapping[str, Any]) -> Allocation | None:
     devices = get_map(a, "devices", "status.allocation.")
     results = []
     for p, r in get_objs(devices, "results", "status.allocation.devices."):
+        driver = get_str(r, "driver", p)
+        consumed = {
+            qualified(k, driver): parse_quantity(v, f"{p}consumedCapacity[{k}]")
+            for k, v in get_map(r, "consumedCapacity", p).items()
+        }
         results.append(
             AllocationResult(
                 request=get_str(r, "request", p),
-                driver=get_str(r, "driver", p),
+                driver=driver,
                 pool=get_str(r, "pool", p),
                 device=get_str(r, "device", p),
                 admin_access=get_bool(r, "adminAccess", p),
+                share_id=get_str(r, "shareID", p),
+                consumed=consumed,
             )
         )
     sel = parse_node_selector(a.get("nodeSelector"), "status.allocation.nodeSelector")
@@ -416,12 +579,7 @@ def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
     md = get_map(obj, "metadata", "")
     spec = get_map(obj, "spec", "")
     devices = get_map(spec, "devices", "spec.")
-    requests = []
-    odd = ""
-    for p, r in get_objs(devices, "requests", "spec.devices."):
-        req, o = _request(r, p)
-        requests.append(req)
-        odd = odd or o
+    requests = [_request(r, p) for p, r in get_objs(devices, "requests", "spec.devices.")]
     if len(requests) > DEVICE_REQUESTS_MAX:
         raise ParseError(
             "spec.devices.requests",
@@ -434,13 +592,14 @@ def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
         for i, r in enumerate(reqs):
             if not isinstance(r, str) or r.partition("/")[0] not in names:
                 raise invalid(f"{p}requests[{i}]", r, "must be the name of a request in the claim")
-        attr = get_str(c, "matchAttribute", p)
-        if attr:
-            constraints.append(Constraint(reqs, attr))
-        elif c.get("distinctAttribute") is not None:
-            odd = odd or f"{p}distinctAttribute"
-        else:
-            raise required(f"{p}matchAttribute")
+        match = get_str(c, "matchAttribute", p)
+        distinct = get_str(c, "distinctAttribute", p)
+        if bool(match) == bool(distinct):
+            raise ParseError(
+                p.rstrip("."),
+                "Invalid value: exactly one of `matchAttribute` or `distinctAttribute` is required",
+            )
+        constraints.append(Constraint(reqs, match, distinct))
     status = get_map(obj, "status", "")
     reserved = []
     for p, c in get_objs(status, "reservedFor", "status."):
@@ -471,7 +630,6 @@ def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
         finalizers=tuple(str(f) for f in get_list(md, "finalizers", "metadata.")),
         # Opaque driver configuration: copied into the allocation, not read here.
         config=tuple(dict(c) for _, c in get_objs(devices, "config", "spec.devices.")),
-        unsupported=odd,
     )
 
 
@@ -496,8 +654,10 @@ __all__ = [
     "RESERVED_FOR_MAX",
     "Allocation",
     "AllocationResult",
+    "CapacityPolicy",
     "Constraint",
     "Consumer",
+    "CounterUse",
     "Device",
     "DeviceClass",
     "DeviceID",

@@ -54,7 +54,6 @@ from troupe.dra.types import (
     RESERVED_FOR_MAX,
     Allocation,
     Consumer,
-    DeviceID,
     ResourceClaim,
     parse_dra_object,
 )
@@ -152,11 +151,6 @@ def pod_claims(
             return [], (
                 f"ResourceClaim {claim.namespace}/{claim.name} was not created for pod "
                 f"{pod.namespace}/{pod.name} (pod is not owner)"
-            )
-        if claim.unsupported and claim.allocation is None:
-            return [], (
-                f'resourceclaim "{name}": {claim.unsupported} is not supported by Troupe yet; '
-                "the pod waits rather than run without its devices"
             )
         if claim.key not in seen:
             seen.add(claim.key)
@@ -312,22 +306,16 @@ class DynamicResources(
 
     def _released(
         self, nodes: NodeTable, row: int, name: str, labels: Mapping[str, str]
-    ) -> set[DeviceID]:
-        """Devices of the node in use only by claims whose every consumer is a
-        pod the cache has on this node but the snapshot does not: preemption's
-        dry run took them out, and their devices go with them (as in
-        kube-scheduler, which counts what victims' claims would free)."""
+    ) -> set[str]:
+        """Claims holding devices of the node whose every consumer is a pod the
+        cache has on this node but the snapshot does not: preemption's dry run
+        took them out, and their devices (or shares of devices) go with them, as
+        in kube-scheduler, which counts what victims' claims would free."""
         on_node = nodes.pods[row]
         lister = self.handle.lister
-        out: set[DeviceID] = set()
         gone: dict[str, bool] = {}
         for p in self.store.devices_for(name, labels):
-            d = p.device.id
-            users = self.store.users(d)
-            if not users:
-                continue
-            free = True
-            for key in users:
+            for key in self.store.users(p.device.id):
                 if key not in gone:
                     c = self.store.claim(key)
                     gone[key] = (
@@ -342,10 +330,7 @@ class DynamicResources(
                             for x in c.reserved_for
                         )
                     )
-                free = free and gone[key]
-            if free:
-                out.add(d)
-        return out
+        return {key for key, g in gone.items() if g}
 
     # ---- a group trial's charge ------------------------------------------------------
 
@@ -671,6 +656,14 @@ class DynamicResources(
             if not isinstance(claim, ResourceClaim):
                 return QueueingHint.QUEUE
             if claim.namespace == pod.namespace and claim.name in _names(pod):
+                if (
+                    isinstance(old, ResourceClaim)
+                    and isinstance(new, ResourceClaim)
+                    and old.allocation == new.allocation
+                    and old.reserved_for == new.reserved_for
+                ):
+                    # Its status is as it was (a finalizer added): as kube, skip.
+                    return QueueingHint.SKIP
                 return QueueingHint.QUEUE
             # Another pod's claim: only devices it gives up matter.
             freed = (
