@@ -12,19 +12,27 @@ published for the node (`DeviceStore.slices_for`) that
 - are not in use by an allocated or in-flight claim, nor taken by an earlier
   request of this allocation (admin access takes devices in use, and is not
   counted as using them),
-- tolerate the device's NoSchedule and NoExecute taints.
+- tolerate the device's NoSchedule and NoExecute taints,
+- fit what is left of their pool's shared counters (partitionable devices:
+  what allocated devices and the devices taken so far use; a pool whose
+  counters are inconsistent gives nothing),
+- for a device claims share (`allowMultipleAllocations`), have the capacity
+  the request asks for left after the other shares, the amount rounded up to
+  what the capacity's request policy allows (each share records its shareID
+  and what it consumed; the device uses its counters once, with its first
+  share).
 
 `ExactCount` takes `count` devices, `All` every matching device (at least one,
 none in use, and the pool must be complete). `matchAttribute` constraints hold
 across the devices of the requests they name (every request when none are
-named): each device has the attribute, all with one value. When a choice
-leaves a later request or a constraint unsatisfiable the search backs up and
-tries the next device, as kube's allocator does, within a bound on the steps
-taken (kube bounds it by time).
+named): each device has the attribute, all with one value; `distinctAttribute`
+ones make the values all differ. When a choice leaves a later request or a
+constraint unsatisfiable the search backs up and tries the next device, as
+kube's allocator does, within a bound on the steps taken (kube bounds it by
+time).
 
-A device or claim using a field the allocator does not handle yet (shared
-counters, consumable capacity, distinctAttribute...) is never allocated as if
-the field were not there.
+A device with binding conditions is never allocated (kube with its
+DRADeviceBindingConditions gate off).
 """
 
 from __future__ import annotations
@@ -152,7 +160,7 @@ def _candidates(
     where = f"claim {claim.key}"
 
     def admits(p: Published) -> bool:
-        if p.device.unsupported or p.slice.unsupported:
+        if p.device.unsupported:
             return False
         if not _selected(store, cls.selectors, p, f"class {cls.name}"):
             return False

@@ -3,10 +3,10 @@ ResourceSlices (the devices drivers publish) and ResourceClaims (what pods ask
 for, and what was allocated), with their readers.
 
 A reader raises `ParseError` naming the field, with the API server's wording;
-`parse_dra_object` turns that into an `InvalidObject`. Fields the allocator
-does not handle yet are read and kept in `unsupported` (the path of the first
-one), so a claim or a device that uses them is never allocated as if they were
-not there: the pod waits with a reason naming the field.
+`parse_dra_object` turns that into an `InvalidObject`. A device field the
+allocator does not handle (binding conditions) is kept in the device's
+`unsupported` (its path), so that such a device is never allocated as if the
+field were not there.
 """
 
 from __future__ import annotations
