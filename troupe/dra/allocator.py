@@ -438,7 +438,9 @@ def _in_claim(search: _Search, ci: int) -> set[DeviceID]:
     return {p.device.id for ps in search.chosen[ci].values() for p in ps if not p.device.multi}
 
 
-def _share(search: _Search, alt: ExactRequest, p: Published) -> dict[str, Fraction] | None:
+def _share(
+    search: _Search, alt: ExactRequest, p: Published, in_flight: bool = True
+) -> dict[str, Fraction] | None:
     """What taking the device for the request takes of each of its capacities
     (kube's consumable capacity: the amount asked, rounded up to what the
     device's request policy allows, else its default, else all of it), or
@@ -452,7 +454,7 @@ def _share(search: _Search, alt: ExactRequest, p: Published) -> dict[str, Fracti
             return None
         asked[full] = q
     before = search.store.consumed(dev.id, search.released) if dev.multi else {}
-    now = search.sharing.get(dev.id, ())
+    now = search.sharing.get(dev.id, ()) if in_flight else ()
     out: dict[str, Fraction] = {}
     for name, total in dev.capacity.items():
         policy = dev.policies.get(name)
@@ -581,6 +583,15 @@ def _take(
     claim = search.claims[ci]
     mine = _in_claim(search, ci)
     if alt.mode == ALL:
+        if alt.capacity or any(p.device.multi or p.device.policies for p in cands):
+            # Devices that cannot give what the request asks of them are not
+            # part of "all" (kube leaves them out before the search starts).
+            cands = [
+                p
+                for p in cands
+                if not (alt.capacity or p.device.multi or p.device.policies)
+                or _share(search, alt, p, in_flight=False) is not None
+            ]
         if not cands:
             return False
         for p in cands:

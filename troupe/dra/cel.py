@@ -8,7 +8,7 @@ costs a few microseconds) and evaluated against one device at a time, as
 - `device.driver`: the driver's name;
 - `device.attributes["<domain>"].<name>`: bool, int, string or version values;
 - `device.capacity["<domain>"].<name>`: quantities;
-- `device.allowMultipleAllocations`: false (such devices are not allocated yet).
+- `device.allowMultipleAllocations`: whether claims may share the device.
 
 Looking up a domain the device does not have gives an empty map, as in kube;
 a missing attribute in it is an evaluation error (use `has()` or `in`).
@@ -285,7 +285,7 @@ def device_variable(device: Device, driver: str) -> dict[str, Any]:
         "driver": driver,
         "attributes": attrs,
         "capacity": caps,
-        "allowMultipleAllocations": False,
+        "allowMultipleAllocations": device.multi,
     }
 
 
