@@ -241,14 +241,16 @@ def _enough_free(
     together: whether it fits is whether enough of them are free. None when
     that is not the question (devices that share counters or capacity)."""
     used = store.used
-    partitioned = store.partitioned
     need = lone.count
-    for p in _candidates(store, claim, lone, slices, node, labels):
-        d = p.id
-        dev = p.device
-        if dev.multi or dev.policies or (partitioned and (d.driver, d.pool) in partitioned):
-            return None
-        if d not in used or (released and not store.in_use(d, released)):
+    cands = _candidates(store, claim, lone, slices, node, labels)
+    if not store.plain:
+        partitioned = store.partitioned
+        for p in cands:
+            d = p.id
+            if p.device.multi or p.device.policies or (d.driver, d.pool) in partitioned:
+                return None
+    for p in cands:
+        if (d := p.id) not in used or (released and not store.in_use(d, released)):
             need -= 1
             if not need:
                 return True

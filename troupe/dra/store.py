@@ -19,7 +19,7 @@ CEL, and a slice is read far more often than it changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from fractions import Fraction
@@ -101,6 +101,8 @@ class DeviceStore:
         self._counters: dict[tuple[str, str], dict[str, dict[str, Fraction]] | str] = {}
         # Pools with shared counters (partitionable devices): (driver, pool).
         self.partitioned: set[tuple[str, str]] = set()
+        # Slices with counters, devices claims share or request policies.
+        self._special: set[str] = set()
         self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
         # node -> request key -> admitted devices (node-local slices only)
         self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
@@ -132,9 +134,14 @@ class DeviceStore:
             old = self._slices.pop(obj.name, None)
             if old is not None:
                 self._unindex_slice(old)
+            self._special.discard(obj.name)
             if not deleted:
                 self._slices[obj.name] = obj
                 self._index_slice(obj)
+                if obj.counter_sets or any(
+                    d.consumes or d.multi or d.policies for d in obj.devices
+                ):
+                    self._special.add(obj.name)
             self._refresh_generation(obj.driver, obj.pool)
             self._counters.pop((obj.driver, obj.pool), None)
             self._refresh_partitioned(obj.driver, obj.pool)
@@ -224,9 +231,19 @@ class DeviceStore:
         """Devices in use (allocated or in flight), for membership tests."""
         return self._in_use
 
-    def users(self, device: DeviceID) -> frozenset[str]:
+    def users(self, device: DeviceID) -> Collection[str]:
         """The claims holding the device, whole or a share of it."""
-        return frozenset(self._in_use.get(device, ())) | self._shared.get(device, {}).keys()
+        whole = self._in_use.get(device)
+        shared = self._shared.get(device)
+        if shared is None:
+            return whole or ()
+        return [*(whole or ()), *shared]
+
+    @property
+    def plain(self) -> bool:
+        """Whether every device is taken whole and on its own: no shared
+        counters, no devices claims share, no request policies."""
+        return not self._special
 
     def consumed(
         self, device: DeviceID, released: AbstractSet[str] = frozenset()

@@ -314,8 +314,9 @@ class DynamicResources(
         on_node = nodes.pods[row]
         lister = self.handle.lister
         gone: dict[str, bool] = {}
+        users = self.store.users
         for p in self.store.devices_for(name, labels):
-            for key in self.store.users(p.device.id):
+            for key in users(p.id):
                 if key not in gone:
                     c = self.store.claim(key)
                     gone[key] = (
