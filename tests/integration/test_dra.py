@@ -140,3 +140,66 @@ def test_an_extended_resource_backed_by_a_device_class_gets_a_claim_made_for_it(
     assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
     devices = sorted(r["device"] for r in claim["status"]["allocation"]["devices"]["results"])
     assert devices == ["gpu-0", "gpu-1"]
+
+
+SHARED = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nic.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "nic.example.com" && device.allowMultipleAllocations'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n0-nic.example.com}
+spec:
+  driver: nic.example.com
+  nodeName: n0
+  pool: {name: n0, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: nic-0
+    allowMultipleAllocations: true
+    capacity:
+      bandwidth:
+        value: 10G
+        requestPolicy: {default: 1G, validRange: {min: 1G, step: 1G}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: net, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: nic
+      exactly:
+        deviceClassName: nic.example.com
+        capacity: {requests: {bandwidth: 2500M}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: net, namespace: default}
+spec:
+  schedulerName: troupe-scheduler
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
+  resourceClaims: [{name: nic, resourceClaimName: net}]
+"""
+
+
+def test_a_share_of_a_device_claims_share_is_written_with_its_share_id_and_capacity(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """Consumable capacity through `troupe run`: the claim's allocation names
+    the shared NIC, a shareID and the bandwidth taken (2500M rounded up to the
+    policy's 1G steps), as kube-scheduler writes them."""
+    kubectl, node = bound(api, tmp_path, SHARED, "net")
+    assert node == "n0"
+    claim = json.loads(kubectl("get", "resourceclaim", "net", "-o", "json"))
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"], result["device"]) == (
+        "nic.example.com",
+        "n0",
+        "nic-0",
+    )
+    assert len(result["shareID"]) == 36
+    assert result["consumedCapacity"] == {"bandwidth": "3G"}

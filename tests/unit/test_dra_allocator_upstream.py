@@ -1,10 +1,12 @@
 """The structured allocator against cases of kube's allocator test table
 (k8s.io/dynamic-resource-allocation/structured, allocator_testing.go), case by
 case under their upstream names (`upstream:` ids). Ported: the cases of the
-features Troupe allocates (ExactCount and All, admin access, prioritized lists,
-node-local and network-attached slices, matchAttribute); not yet: consumable
-capacity, partitionable devices, distinctAttribute, binding conditions, and
-the feature-gate cases (Troupe has the GA behaviour on)."""
+GA features (ExactCount and All, admin access, prioritized lists, node-local
+and network-attached slices, matchAttribute). Partitionable devices,
+consumable capacity, distinctAttribute and bindsToNode are in
+test_dra_allocator_upstream_partitionable.py; not ported: the feature-gate-off
+cases and the cases that allocate devices with binding conditions (Troupe
+never does)."""
 
 from __future__ import annotations
 
