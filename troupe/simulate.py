@@ -68,10 +68,12 @@ from troupe.config import SchedulerConfig
 from troupe.dra.controller import (
     claim_from_template,
     pending_template_claims,
+    readied_devices,
     record_claim,
     release_pod,
 )
 from troupe.dra.types import DRA_KINDS, RESOURCE_API
+from troupe.events import rfc3339
 from troupe.explain import Explanation, explain_attempt, render_table
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
@@ -445,7 +447,19 @@ class Simulation:
                     self.cluster.resource_claims[_key(o)] = o
                 feed(kind, o)
         self.claim_templates = {_key(o): o for o in by_kind["ResourceClaimTemplate"]}
-        self.cluster.on_claim_write = lambda o: feed("ResourceClaim", o)
+
+        def written(o: dict[str, Any]) -> None:
+            # The driver's part: devices with binding conditions are readied
+            # at once (status.devices, conditions True).
+            devices = readied_devices(o, rfc3339(self.clock.now()))
+            if devices is not None:
+                md = o.setdefault("metadata", {})
+                md["resourceVersion"] = str(int(md.get("resourceVersion") or 0) + 1)
+                o["status"] = {**(o.get("status") or {}), "devices": devices}
+                self.cluster.resource_claims[_key(o)] = o
+            feed("ResourceClaim", o)
+
+        self.cluster.on_claim_write = written
         self.cluster.on_claim_deleted = lambda o: feed("ResourceClaim", o, True)
 
     def _create_claims(self, pod: dict[str, Any]) -> None:

@@ -294,26 +294,6 @@ def test_per_device_node_selection_and_binds_to_node() -> None:
     ]
 
 
-def test_devices_with_binding_conditions_are_not_allocated() -> None:
-    """Binding conditions (the driver readies a device before the pod binds)
-    are not supported: such a device is never allocated as if it had none."""
-    d = device("gpu-0")
-    d["bindingConditions"] = ["Attached"]
-    d["bindsToNode"] = True
-    got = placed(
-        run(
-            [
-                node("n0"),
-                device_class(),
-                slice_("s", d, node="n0"),
-                template("t", request()),
-                pod("p", template="t"),
-            ]
-        )[1]
-    )
-    assert got["p"][0] is None
-
-
 def test_preemption_counts_the_share_its_victim_would_free() -> None:
     """A 10G NIC holds a low-priority pod's 8G share: a pod asking 4G
     preempts it, and its claim records a share of its own."""

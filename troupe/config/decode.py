@@ -77,13 +77,12 @@ profile is built (`framework.runtime.Profile`), with the field path of their
 from __future__ import annotations
 
 import logging
-import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import yaml
 
+from troupe.api.duration import parse_duration
 from troupe.config.defaults import profile_config
 from troupe.config.readers import (
     finite,
@@ -245,30 +244,14 @@ TOP_LEVEL_FIELDS: Final = (
     *IGNORED_FIELDS,
 )
 JSON_CONTENT_TYPES: Final = ("application/json", "*/*")
-_DURATION_UNITS: Final = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_PART: Final = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
 
 
 def _duration(v: object, path: str) -> float:
     """A Go duration as metav1.Duration reads it ("15s", "1m30s", "500ms"), in seconds."""
-    if not isinstance(v, str) or not v or len(v) > 64:
+    total = parse_duration(v)
+    if total is None:
         raise ConfigError(path, f'must be a duration such as "15s", got {show(v)}')
-    text, total, pos = v, 0.0, 0
-    while pos < len(text):
-        m = _DURATION_PART.match(text, pos)
-        if m is None:
-            raise ConfigError(path, f'must be a duration such as "15s", got {show(v)}')
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if not math.isfinite(total) or total <= 0:
+    if total <= 0:
         raise ConfigError(path, f"must be a positive duration, got {show(v)}")
     return total
 

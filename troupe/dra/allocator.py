@@ -31,8 +31,8 @@ constraint unsatisfiable the search backs up and tries the next device, as
 kube's allocator does, within a bound on the steps taken (kube bounds it by
 time).
 
-A device with binding conditions is never allocated (kube with its
-DRADeviceBindingConditions gate off).
+Devices with binding conditions are taken from their pools last; their
+results carry the conditions, which PreBind waits for.
 """
 
 from __future__ import annotations
@@ -160,8 +160,6 @@ def _candidates(
     where = f"claim {claim.key}"
 
     def admits(p: Published) -> bool:
-        if p.device.unsupported:
-            return False
         if not _selected(store, cls.selectors, p, f"class {cls.name}"):
             return False
         if not _selected(store, req.selectors, p, where):
@@ -182,6 +180,11 @@ def _candidates(
         if s.per_device:
             found = tuple(p for p in found if device_on_node(p.device, node, labels))
         out.extend(found)
+    if store.binding_pools:
+        # Pools whose devices need binding conditions come last (kube's
+        # allocator tries them only when no other pool serves).
+        late = store.binding_pools
+        out.sort(key=lambda p: (p.id.driver, p.id.pool) in late)
     store.remember_node_matches(node, key, slices, out)
     return out
 
@@ -283,6 +286,8 @@ def _allocation(
                     alt.admin_access,
                     share_id=share,
                     consumed=t.share or {},
+                    binding_conditions=p.device.binding_conditions,
+                    binding_failure_conditions=p.device.binding_failure_conditions,
                 )
             )
             node_local = node_local or p.node_local
@@ -312,7 +317,7 @@ def _allocation(
         raw["devices"]["config"] = config
     if raw_sel is not None:
         raw["nodeSelector"] = raw_sel
-    return Allocation(tuple(results), sel, raw)
+    return Allocation(tuple(results), sel, raw=raw)
 
 
 def _union(selectors: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -391,6 +396,10 @@ def _result_body(r: AllocationResult) -> dict[str, Any]:
         body["adminAccess"] = True
     if r.share_id:
         body["shareID"] = r.share_id
+    if r.binding_conditions:
+        body["bindingConditions"] = list(r.binding_conditions)
+    if r.binding_failure_conditions:
+        body["bindingFailureConditions"] = list(r.binding_failure_conditions)
     return body
 
 

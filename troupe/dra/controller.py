@@ -130,3 +130,43 @@ def release_pod(
         claims[key] = new
         out.append((new, False))
     return out
+
+
+def readied_devices(claim: Mapping[str, Any], stamp: str) -> list[dict[str, Any]] | None:
+    """What a driver reports once it has readied the allocated devices that
+    have binding conditions (attached a fabric GPU, say): the claim's
+    status.devices with each of their conditions True, or None when there is
+    nothing (more) to report. The simulator and `make demo` play the driver
+    with it; on a cluster the driver does this."""
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
+    devices = [dict(d) for d in status.get("devices") or [] if isinstance(d, Mapping)]
+    changed = False
+    for r in results:
+        wanted = [c for c in r.get("bindingConditions") or [] if isinstance(c, str)]
+        if not wanted:
+            continue
+        ident = (r.get("driver"), r.get("pool"), r.get("device"))
+        entry = next(
+            (d for d in devices if (d.get("driver"), d.get("pool"), d.get("device")) == ident), None
+        )
+        if entry is None:
+            entry = {"driver": ident[0], "pool": ident[1], "device": ident[2]}
+            devices.append(entry)
+        conditions = [dict(c) for c in entry.get("conditions") or [] if isinstance(c, Mapping)]
+        for kind in wanted:
+            if any(c.get("type") == kind and c.get("status") == "True" for c in conditions):
+                continue
+            conditions = [c for c in conditions if c.get("type") != kind]
+            conditions.append(
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": "Ready",
+                    "message": "",
+                    "lastTransitionTime": stamp,
+                }
+            )
+            changed = True
+        entry["conditions"] = conditions
+    return devices if changed else None

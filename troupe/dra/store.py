@@ -103,6 +103,8 @@ class DeviceStore:
         self.partitioned: set[tuple[str, str]] = set()
         # Slices with counters, devices claims share or request policies.
         self._special: set[str] = set()
+        # Pools with devices that need binding conditions: (driver, pool).
+        self.binding_pools: set[tuple[str, str]] = set()
         self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
         # node -> request key -> admitted devices (node-local slices only)
         self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
@@ -183,14 +185,18 @@ class DeviceStore:
             self._verdicts = {k: v for k, v in self._verdicts.items() if k[1] != s.name}
 
     def _refresh_partitioned(self, driver: str, pool: str) -> None:
-        if any(
-            s.counter_sets or any(d.consumes for d in s.devices)
-            for n in self._pools.get((driver, pool), ())
-            if (s := self._slices[n])
+        slices = [self._slices[n] for n in self._pools.get((driver, pool), ())]
+        for flag, kind in (
+            (
+                any(s.counter_sets or any(d.consumes for d in s.devices) for s in slices),
+                self.partitioned,
+            ),
+            (any(d.binding_conditions for s in slices for d in s.devices), self.binding_pools),
         ):
-            self.partitioned.add((driver, pool))
-        else:
-            self.partitioned.discard((driver, pool))
+            if flag:
+                kind.add((driver, pool))
+            else:
+                kind.discard((driver, pool))
 
     def _refresh_generation(self, driver: str, pool: str) -> None:
         names = self._pools.get((driver, pool), set())

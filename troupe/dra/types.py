@@ -3,10 +3,7 @@ ResourceSlices (the devices drivers publish) and ResourceClaims (what pods ask
 for, and what was allocated), with their readers.
 
 A reader raises `ParseError` naming the field, with the API server's wording;
-`parse_dra_object` turns that into an `InvalidObject`. A device field the
-allocator does not handle (binding conditions) is kept in the device's
-`unsupported` (its path), so that such a device is never allocated as if the
-field were not there.
+`parse_dra_object` turns that into an `InvalidObject`.
 """
 
 from __future__ import annotations
@@ -24,12 +21,13 @@ from troupe.api._read import (
     get_map,
     get_objs,
     get_str,
+    get_str_list,
     invalid,
     required,
     show,
     unsupported,
 )
-from troupe.api.parse import _guarded
+from troupe.api.parse import _guarded, parse_timestamp
 from troupe.api.quantity import parse_quantity
 from troupe.api.selectors import parse_node_selector
 from troupe.api.taints import parse_taint, parse_toleration
@@ -114,8 +112,10 @@ class Device:
     node_selector: NodeSelector | None = None
     node_selector_raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
     all_nodes: bool = False
-    # The path of a field this device uses that the allocator does not handle yet.
-    unsupported: str = ""
+    # Conditions the driver sets in the claim's status.devices before the pod may
+    # bind (all True), or that make the binding fail (any True).
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +196,8 @@ class AllocationResult:
     # A device claims share: this allocation's share of it, and what it takes.
     share_id: str = ""
     consumed: Mapping[str, Fraction] = field(default_factory=dict, compare=False)
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def device_id(self) -> DeviceID:
@@ -206,8 +208,21 @@ class AllocationResult:
 class Allocation:
     results: tuple[AllocationResult, ...]
     node_selector: NodeSelector | None = None
+    # allocationTimestamp (epoch seconds; None when not written): when the
+    # binding conditions' time started.
+    timestamp: float | None = field(default=None, compare=False)
     # The allocation as written (status.allocation), to write back unchanged.
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCondition:
+    """A condition the driver reports for an allocated device (status.devices)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +247,10 @@ class ResourceClaim:
     owner_pod_uid: str = ""  # the controlling Pod owner's uid (claims from templates)
     finalizers: tuple[str, ...] = ()
     config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    # status.devices: the conditions drivers report for the allocated devices.
+    device_status: Mapping[DeviceID, tuple[DeviceCondition, ...]] = field(
+        default_factory=dict, compare=False
+    )
 
     @property
     def key(self) -> str:
@@ -376,11 +395,6 @@ def _device(
             "Forbidden: `nodeName`, `nodeSelector` and `allNodes` can only be set when "
             "`perDeviceNodeSelection` is set to true in the ResourceSlice spec",
         )
-    odd = ""
-    for f in ("bindingConditions", "bindingFailureConditions"):
-        if item.get(f) not in (None, []):
-            odd = f"{prefix}{f}"
-            break
     return Device(
         DeviceID(driver, pool, name),
         attrs,
@@ -395,7 +409,8 @@ def _device(
         node_selector=node_selector,
         node_selector_raw=node_selector_raw,
         all_nodes=all_nodes,
-        unsupported=odd,
+        binding_conditions=get_str_list(item, "bindingConditions", prefix),
+        binding_failure_conditions=get_str_list(item, "bindingFailureConditions", prefix),
     )
 
 
@@ -569,10 +584,36 @@ def _allocation(status: Mapping[str, Any]) -> Allocation | None:
                 admin_access=get_bool(r, "adminAccess", p),
                 share_id=get_str(r, "shareID", p),
                 consumed=consumed,
+                binding_conditions=get_str_list(r, "bindingConditions", p),
+                binding_failure_conditions=get_str_list(r, "bindingFailureConditions", p),
             )
         )
     sel = parse_node_selector(a.get("nodeSelector"), "status.allocation.nodeSelector")
-    return Allocation(tuple(results), sel, dict(a))
+    raw_stamp = a.get("allocationTimestamp")
+    stamp = (
+        None
+        if raw_stamp is None
+        else parse_timestamp(raw_stamp, "status.allocation.allocationTimestamp")
+    )
+    return Allocation(tuple(results), sel, stamp, dict(a))
+
+
+def _device_status(status: Mapping[str, Any]) -> dict[DeviceID, tuple[DeviceCondition, ...]]:
+    out: dict[DeviceID, tuple[DeviceCondition, ...]] = {}
+    for p, d in get_objs(status, "devices", "status."):
+        conditions = tuple(
+            DeviceCondition(
+                get_str(c, "type", cp),
+                get_str(c, "status", cp),
+                get_str(c, "reason", cp),
+                get_str(c, "message", cp),
+            )
+            for cp, c in get_objs(d, "conditions", p)
+        )
+        out[DeviceID(get_str(d, "driver", p), get_str(d, "pool", p), get_str(d, "device", p))] = (
+            conditions
+        )
+    return out
 
 
 def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
@@ -630,6 +671,7 @@ def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
         finalizers=tuple(str(f) for f in get_list(md, "finalizers", "metadata.")),
         # Opaque driver configuration: copied into the allocation, not read here.
         config=tuple(dict(c) for _, c in get_objs(devices, "config", "spec.devices.")),
+        device_status=_device_status(status),
     )
 
 
@@ -660,6 +702,7 @@ __all__ = [
     "CounterUse",
     "Device",
     "DeviceClass",
+    "DeviceCondition",
     "DeviceID",
     "DeviceRequest",
     "ExactRequest",

@@ -31,11 +31,13 @@ added or changes.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from troupe.api.duration import parse_duration
 from troupe.api.selectors import node_selector_matches
 from troupe.api.types import InvalidObject, Pod, PodGroup, PodKey
 from troupe.cluster import Conflict, NotFound
@@ -57,6 +59,7 @@ from troupe.dra.types import (
     ResourceClaim,
     parse_dra_object,
 )
+from troupe.events import ObjectRef, rfc3339
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -88,6 +91,9 @@ NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 IN_USE: Final = "resourceclaim in use"
 _WRITE_ATTEMPTS: Final = 5
 ALLOCATION_WAIT_SECONDS: Final = 30.0
+# DynamicResourcesArgs.bindingTimeout's default: how long PreBind waits for
+# the binding conditions of the devices it allocated.
+BINDING_TIMEOUT_SECONDS: Final = 600.0
 
 
 POD_GROUP_API: Final = "scheduling.k8s.io"
@@ -175,6 +181,52 @@ class _State:
     # PreBind: what was written (claim key -> whether the allocation was ours,
     # and for whom it was reserved).
     written: dict[str, tuple[bool, Consumer]] = field(default_factory=dict)
+    # Allocated claims whose devices' binding failed or timed out.
+    binding: frozenset[str] = frozenset()
+
+
+def binding_ready(claim: ResourceClaim) -> bool | str:
+    """Whether the devices of the claim's allocation that have binding
+    conditions have them all True in status.devices (kube's
+    isClaimReadyForBinding); the failure, in kube's words, when one of their
+    binding failure conditions is True."""
+    a = claim.allocation
+    if a is None:
+        return False
+    for r in a.results:
+        if not r.binding_conditions:
+            continue
+        conditions = claim.device_status.get(r.device_id)
+        if conditions is None:
+            return False
+        for kind in r.binding_failure_conditions:
+            for c in conditions:
+                if c.type == kind and c.status == "True":
+                    return (
+                        f"claim {claim.name} binding failed: reason={c.reason}, "
+                        f"message={json.dumps(c.message)}"
+                    )
+        for kind in r.binding_conditions:
+            if not any(c.type == kind and c.status == "True" for c in conditions):
+                return False
+    return True
+
+
+def _has_binding_conditions(claim: ResourceClaim | None) -> bool:
+    a = claim.allocation if claim is not None else None
+    return a is not None and any(r.binding_conditions for r in a.results)
+
+
+def binding_timed_out(claim: ResourceClaim, now: float, timeout: float) -> bool:
+    """Whether the claim's binding conditions were not met within `timeout` of
+    its allocationTimestamp."""
+    a = claim.allocation
+    return (
+        a is not None
+        and a.timestamp is not None
+        and any(r.binding_conditions for r in a.results)
+        and a.timestamp + timeout < now
+    )
 
 
 class DynamicResources(
@@ -188,8 +240,9 @@ class DynamicResources(
 ):
     NAME: Final = NAME
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, binding_timeout: float = BINDING_TIMEOUT_SECONDS) -> None:
         self.handle = handle
+        self.binding_timeout = binding_timeout
         self.store: DeviceStore = handle.devices
         # A group trial in progress: the claims of the members tried so far, by
         # node, and the node of each; the last joint allocation of each claim.
@@ -199,9 +252,18 @@ class DynamicResources(
 
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> DynamicResources:
-        for k in args:
-            raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
-        return cls(handle)
+        """DynamicResourcesArgs: `bindingTimeout` (a duration, default 10m)."""
+        timeout = BINDING_TIMEOUT_SECONDS
+        for k, v in args.items():
+            if k != "bindingTimeout":
+                raise PluginArgsError(str(k), "unknown field")
+            got = parse_duration(v)
+            if got is None or got <= 0:
+                raise PluginArgsError(
+                    "bindingTimeout", f"Invalid value: {v!r}: must be a positive duration"
+                )
+            timeout = got
+        return cls(handle, timeout)
 
     def _group(self, pod: Pod) -> PodGroup | None:
         """The pod's native PodGroup when it has claims of its own."""
@@ -247,7 +309,13 @@ class DynamicResources(
                                 plugin=NAME,
                             )
                 pending.append(c)
-        state.write(_STATE_KEY, _State(allocated, pending, consumers, extended))
+        binding = frozenset(
+            c.key
+            for c in allocated
+            if isinstance(ready := binding_ready(c), str)
+            or (not ready and binding_timed_out(c, self.handle.clock.now(), self.binding_timeout))
+        )
+        state.write(_STATE_KEY, _State(allocated, pending, consumers, extended, binding=binding))
         return None, SUCCESS
 
     def _pending_on(
@@ -276,6 +344,9 @@ class DynamicResources(
         for c in s.allocated:
             sel = c.allocation.node_selector if c.allocation is not None else None
             if sel is not None and not node_selector_matches(sel, labels, name):
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
+            if s.binding and c.key in s.binding:
+                # Its devices' binding failed or timed out: not usable as allocated.
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
         pending, _ = self._pending_on(s, pod, nodes, row)
         if not pending:
@@ -479,7 +550,57 @@ class DynamicResources(
             except Exception as e:
                 return error(f"binding claim {key}: {e}", plugin=NAME)
             s.written[key] = (ours is not None, who)
+        keys = [*(c.key for c in s.allocated), *s.written]
+        if any(_has_binding_conditions(self.store.claim(k)) for k in keys):
+            return await self._wait_for_binding(pod, node, keys)
         return SUCCESS
+
+    async def _wait_for_binding(self, pod: Pod, node: str, keys: Sequence[str]) -> Status:
+        """Devices with binding conditions: wait until the driver reports them
+        all True in the claims' status.devices (the pod binds then), one of
+        their failure conditions True or the binding timeout (an error: the pod
+        is tried again, and its claims given up), as kube-scheduler's PreBind."""
+        self.handle.spawn(
+            self._event(
+                pod,
+                "BindingConditionsPending",
+                f"waiting for binding conditions for device on node {node}",
+            )
+        )
+        clock = self.handle.clock
+        deadline = clock.now() + self.binding_timeout
+        while True:
+            waiting = False
+            for key in keys:
+                c = self.store.claim(key)
+                if c is None:
+                    return error(f"resourceclaim {key} is gone", plugin=NAME)
+                ready = binding_ready(c)
+                if isinstance(ready, str):
+                    return error(ready, plugin=NAME)
+                if not ready:
+                    if binding_timed_out(c, clock.now(), self.binding_timeout):
+                        return error(f"claim {c.name} binding timeout", plugin=NAME)
+                    waiting = True
+            if not waiting:
+                return SUCCESS
+            if clock.now() >= deadline:
+                return error("device binding timeout", plugin=NAME)
+            ev = asyncio.Event()
+            self.store.listeners.append(ev.set)
+            timer = clock.call_at(min(deadline, clock.now() + 5.0), ev.set)
+            try:
+                await ev.wait()
+            finally:
+                timer.cancel()
+                self.store.listeners.remove(ev.set)
+
+    async def _event(self, pod: Pod, reason: str, message: str) -> None:
+        ref = ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
+        try:
+            await self.handle.client.record_event(ref, "Normal", reason, message, "Scheduling")
+        except Exception as e:
+            log.warning("could not record the %s event of %s: %s", reason, pod.key, e)
 
     async def _create_extended(self, pod: Pod, s: _State, allocation: Allocation) -> None:
         """The claim for the pod's extended resources that DRA serves on its
@@ -583,6 +704,9 @@ class DynamicResources(
                     )
                     rv = str((got.get("metadata") or {}).get("resourceVersion") or rv)
                 status["allocation"] = dict(ours.raw)
+                if any(r.binding_conditions for r in ours.results):
+                    # When the binding conditions' time starts (kube's allocationTimestamp).
+                    status["allocation"]["allocationTimestamp"] = rfc3339(self.handle.clock.now())
         elif base.allocation is None:
             raise ValueError(f"resourceclaim {base.key} is no longer allocated")
         if who not in base.reserved_for:
@@ -617,6 +741,7 @@ class DynamicResources(
                 status: dict[str, Any] = {"reservedFor": rest or None}
                 if allocated and not rest:
                     status["allocation"] = None
+                    status["devices"] = None
                 got = await client.patch_resource_claim(
                     key,
                     {"metadata": {"resourceVersion": c.resource_version}, "status": status},
@@ -662,6 +787,7 @@ class DynamicResources(
                     and isinstance(new, ResourceClaim)
                     and old.allocation == new.allocation
                     and old.reserved_for == new.reserved_for
+                    and old.device_status == new.device_status
                 ):
                     # Its status is as it was (a finalizer added): as kube, skip.
                     return QueueingHint.SKIP
