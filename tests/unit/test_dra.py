@@ -70,7 +70,7 @@ def test_each_pod_gets_its_own_device_and_the_claim_records_it() -> None:
 def test_a_pod_without_its_template_claim_waits_for_the_controller() -> None:
     _, result = run([node("n0"), device_class(), gpus("n0", 1), pod("p", template="missing")])
     assert result.to_json_obj()["pods"]["default/p"]["reason"] == (
-        'waiting for dynamic resource controller to create the resourceclaim "p-gpu"'
+        'pod "default/p": ResourceClaim not created yet'
     )
 
 

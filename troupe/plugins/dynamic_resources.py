@@ -119,14 +119,10 @@ def claim_name(pod: Pod, index: int, group: PodGroup | None = None) -> str | Non
     return pod.claim_statuses.get(c.name) or None
 
 
-def not_created_message(pod: Pod, index: int, group: PodGroup | None = None) -> str:
-    """kube-scheduler's text for a claim still to be created from its template."""
-    c = pod.resource_claims[index]
-    if group is not None and group_claim(pod, index, group):
-        what = group.claim_statuses.get(c.name) or f"{group.name}-{c.name}"
-    else:
-        what = pod.claim_statuses.get(c.name) or f"{pod.name}-{c.name}"
-    return f'waiting for dynamic resource controller to create the resourceclaim "{what}"'
+def not_created_message(pod: Pod) -> str:
+    """kube-scheduler's text for a claim still to be created from its template
+    (resourceclaim.Name's error)."""
+    return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
 
 
 def consumer_of(pod: Pod, index: int, group: PodGroup | None) -> Consumer:
@@ -146,7 +142,7 @@ def pod_claims(
     for i, c in enumerate(pod.resource_claims):
         name = claim_name(pod, i, group)
         if name is None:
-            return [], not_created_message(pod, i, group)
+            return [], not_created_message(pod)
         claim = store.claim(f"{pod.namespace}/{name}")
         if claim is None:
             return [], f'resourceclaim.resource.k8s.io "{name}" not found'

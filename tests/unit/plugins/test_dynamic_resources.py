@@ -47,7 +47,7 @@ def test_a_claiming_pod_is_not_bound_to_a_node_without_devices() -> None:
     assert out["default/plain"]["node"] == "n0"
     assert out["default/from-template"]["node"] is None
     assert out["default/from-template"]["reason"] == (
-        'waiting for dynamic resource controller to create the resourceclaim "from-template-gpu"'
+        'pod "default/from-template": ResourceClaim not created yet'
     )
     assert out["default/created"]["reason"] == (
         'resourceclaim.resource.k8s.io "created-gpu-x7k2p" not found'
@@ -72,7 +72,7 @@ def test_the_claim_being_created_requeues_the_pod() -> None:
     assert event.hint(old, old, new) == QueueingHint.QUEUE
     assert event.hint(old, old, old) == QueueingHint.SKIP
     assert plugin.pre_enqueue(new).message == 'resourceclaim.resource.k8s.io "p-gpu-1" not found'
-    assert "waiting for dynamic resource controller" in plugin.pre_enqueue(old).message
+    assert plugin.pre_enqueue(old).message == 'pod "default/p": ResourceClaim not created yet'
 
 
 @pytest.mark.parametrize(

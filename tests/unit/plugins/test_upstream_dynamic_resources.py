@@ -39,11 +39,6 @@ Ported with a difference:
   error; Troupe's hints have no error channel and return QUEUE.
 
 Not ported:
-- "missing-claim": upstream PreEnqueue says `pod "default/my-pod":
-  ResourceClaim not created yet` (resourceclaim.Name's error); Troupe says
-  `waiting for dynamic resource controller to create the resourceclaim
-  "my-pod-my-resource"` (kube's text before v1.31), which other Troupe tests
-  pin. A discrepancy, reported.
 - "CEL-runtime-error-for-one-of-two-nodes", "CEL-runtime-error-for-one-of-three-nodes":
   upstream keeps the pod pending when a CEL runtime error happens on any
   node; Troupe rejects that node only and schedules the pod on another. A
@@ -543,6 +538,15 @@ def _wrong_owner() -> dict[str, Any]:
     c = allocated(pending())
     c["metadata"]["ownerReferences"][0]["uid"] += "123"
     return c
+
+
+def test_upstream_missing_claim() -> None:
+    """upstream: missing-claim: the claim from the template is not made yet."""
+    w = World(claims=[allocated(pending())])
+    got = schedule(w, with_claim_template())
+    text = 'pod "default/my-pod": ResourceClaim not created yet'
+    assert_status(got.pre_enqueue, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, text)
+    assert got.pre_filter is None
 
 
 @pytest.mark.parametrize(
