@@ -506,6 +506,35 @@ def test_a_podgroups_own_claim_is_made_once_for_the_group_and_shared_by_its_pods
     ]
 
 
+def test_extended_requests_are_named_as_kube_scheduler_names_them() -> None:
+    """container-<i>-request-<j>: i counts init containers first, j is the
+    resource's place among all the container's requests, sorted; the implicit
+    deviceclass.resource.kubernetes.io/<class> names every class."""
+    from troupe.api.parse import parse_pod
+    from troupe.dra.extended import extended_requests
+    from troupe.dra.store import DeviceStore
+    from troupe.dra.types import parse_dra_object
+
+    store = DeviceStore()
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    store.set(parse_dra_object("DeviceClass", cls))  # type: ignore[arg-type]
+    p = pod("p")
+    p["spec"].pop("resourceClaims")
+    p["spec"]["initContainers"] = [
+        {"name": "init", "image": "x", "resources": {"limits": {"example.com/gpu": "1"}}}
+    ]
+    p["spec"]["containers"][0]["resources"]["requests"].update(
+        {"example.com/gpu": "2", f"deviceclass.resource.kubernetes.io/{DRIVER}": "1"}
+    )
+    got = extended_requests(store, parse_pod(p, {}))  # type: ignore[arg-type]
+    assert [(r.container, r.resource, r.request, r.count) for r in got] == [
+        ("init", "example.com/gpu", "container-0-request-0", 1),
+        ("c", f"deviceclass.resource.kubernetes.io/{DRIVER}", "container-1-request-1", 1),
+        ("c", "example.com/gpu", "container-1-request-2", 2),
+    ]
+
+
 def test_an_extended_resource_a_device_class_backs_is_allocated_through_dra() -> None:
     """DeviceClass extendedResourceName: a pod asking `example.com/gpu: 2` on a
     node that does not list the resource gets two of the class's devices, in
@@ -538,7 +567,7 @@ def test_an_extended_resource_a_device_class_backs_is_allocated_through_dra() ->
             {
                 "containerName": "c",
                 "resourceName": "example.com/gpu",
-                "requestName": "container-0-request-0",
+                "requestName": "container-0-request-1",
             }
         ],
     }
@@ -607,3 +636,19 @@ def test_a_pod_waiting_for_a_dra_backed_extended_resource_is_woken_when_devices_
     ]
     assert hint(parse_pod(asker, {}), old, new) == QueueingHint.QUEUE  # type: ignore[arg-type]
     assert hint(parse_pod(plain, {}), old, new) == QueueingHint.SKIP  # type: ignore[arg-type]
+
+
+def test_the_implicit_class_resource_name_is_allocated_through_dra() -> None:
+    """deviceclass.resource.kubernetes.io/<class>: every class backs it, with
+    no extendedResourceName (kube's implicit-extended-resource-name)."""
+    asker = pod("p")
+    asker["spec"].pop("resourceClaims")
+    asker["spec"]["containers"][0]["resources"]["requests"][
+        f"deviceclass.resource.kubernetes.io/{DRIVER}"
+    ] = "1"
+    _, result = run([node("n0"), device_class(), gpus("n0", 2), asker])
+    out = result.to_json_obj()["pods"]["default/p"]
+    assert out["node"] == "n0"
+    assert out["devices"] == {
+        f"deviceclass.resource.kubernetes.io/{DRIVER}": [f"{DRIVER}/n0/gpu-0"]
+    }

@@ -46,6 +46,12 @@ class ExtendedRequest:
     device_class: str
 
 
+def is_dra_extended_resource(name: str) -> bool:
+    """A name DRA may back (kube's IsDRAExtendedResourceName): an extended
+    resource, or the implicit name of a class."""
+    return is_extended_resource(name) or name.startswith(IMPLICIT_PREFIX)
+
+
 def class_for(store: DeviceStore, resource: str) -> str | None:
     """The DeviceClass whose devices stand for the extended resource, if any."""
     named = store.extended_classes().get(resource)
@@ -67,7 +73,11 @@ def extended_requests(store: DeviceStore, pod: Pod) -> tuple[ExtendedRequest, ..
     if not isinstance(spec, Mapping):
         return ()
     out: list[ExtendedRequest] = []
-    for ci, c in enumerate(spec.get("containers") or ()):
+    # kube-scheduler's createDeviceRequests: init containers, then containers;
+    # a request is named by the container's index and the resource's place
+    # among all that container's requests, sorted.
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    for ci, c in enumerate(containers):
         if not isinstance(c, Mapping):
             continue
         res = c.get("resources")
@@ -76,9 +86,8 @@ def extended_requests(store: DeviceStore, pod: Pod) -> tuple[ExtendedRequest, ..
             **dict(res.get("limits") or {}),
             **dict(res.get("requests") or {}),
         }
-        j = 0
-        for name in sorted(amounts):
-            if not is_extended_resource(name):
+        for j, name in enumerate(sorted(amounts)):
+            if not is_dra_extended_resource(name):
                 continue
             cls = class_for(store, name)
             if cls is None:
@@ -93,7 +102,6 @@ def extended_requests(store: DeviceStore, pod: Pod) -> tuple[ExtendedRequest, ..
                         str(c.get("name")), name, f"container-{ci}-request-{j}", count, cls
                     )
                 )
-                j += 1
     return tuple(out)
 
 

@@ -57,7 +57,7 @@ from troupe.api.types import (
     Node,
     Pod,
 )
-from troupe.dra.extended import class_for
+from troupe.dra.extended import class_for, is_dra_extended_resource
 from troupe.dra.store import DeviceStore
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
@@ -370,7 +370,7 @@ class NodeResourcesFit(
                 result_codes.append(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         devices = self.devices
         dra = (
-            tuple(is_extended_resource(r) and class_for(devices, r) is not None for r in names)
+            tuple(is_dra_extended_resource(r) and class_for(devices, r) is not None for r in names)
             if devices is not None and devices.has_classes()
             else ()
         )
