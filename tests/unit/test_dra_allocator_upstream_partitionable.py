@@ -5,19 +5,23 @@ their upstream names (the test ids): partitionable devices (shared counters,
 counter sets in other slices of the pool, invalid pools, devices on other nodes
 using a pool's counters, per-device node selection), consumable capacity
 (allowMultipleAllocations, request policies, capacity requests, shares already
-allocated), distinctAttribute constraints and bindsToNode devices. The other
-cases of the table are in test_dra_allocator_upstream.py.
+allocated), distinctAttribute constraints, bindsToNode devices and devices with
+binding conditions. The other cases of the table are in
+test_dra_allocator_upstream.py.
 
-Troupe behaves as kube with DRAPartitionableDevices and DRAConsumableCapacity on
-and DRADeviceBindingConditions off for binding conditions (a device with
-bindingConditions is never allocated). Upstream's allocated state is expressed
-as claims already allocated in the store: `allocatedDevices` as whole devices,
-`allocatedCapacityDevices` as shares (results with shareID and
+Troupe behaves as kube with DRAPartitionableDevices, DRAConsumableCapacity,
+DRADeviceBindingConditions and DRADeviceTaints on: a device with binding
+conditions is allocated, pools that have such devices are tried after all
+others, and each result for such a device carries the device's
+bindingConditions and bindingFailureConditions. Upstream's allocated state is
+expressed as claims already allocated in the store: `allocatedDevices` as whole
+devices, `allocatedCapacityDevices` as shares (results with shareID and
 consumedCapacity). As upstream, results are compared without order within an
 allocation (allocations: one a claim, in the claims' order), share IDs are
-replaced by a marker (they must be fresh UUIDs, none twice), and node
-selectors are compared without order of terms, requirements and values. Each
-case also asks whether the claims fit without building the allocation
+replaced by a marker (they must be fresh UUIDs, none twice), binding conditions
+and binding failure conditions are compared in order (absent as empty), and
+node selectors are compared without order of terms, requirements and values.
+Each case also asks whether the claims fit without building the allocation
 (`build=False`, what Filter asks): the answer must agree.
 Where kube reports "invalid resource pools were encountered" (not fatal),
 Troupe finds no allocation (None).
@@ -29,21 +33,17 @@ which counter set or counter is missing or named twice, is kept), and a third
 subrequest that repeats the name `subReq-1` is named `subReq-2` (it is never
 reached).
 
+Not compared: the tolerations upstream copies from the request into each
+result (partitionable-devices-with-binding-conditions-and-taints-tolerated
+expects them; Troupe's results do not carry them).
+
 Not ported:
-- gate-off cases: partitionable-devices-disabled-device-consumes-counters,
+- feature gate off: partitionable-devices-disabled-device-consumes-counters,
   partitionable-devices-disabled-other-device-do-not-consume-counters,
   partitionable-devices-disabled-per-device-node-selection,
   consumable-capacity-disabled-feature,
-  consumable-capacity-disabled-feature-with-prioritized-list;
-- cases that allocate devices with binding conditions (DRADeviceBindingConditions
-  on; Troupe never allocates such devices): device-binding-conditions,
-  binding-conditions-multiple-devices, binding-conditions-with-and-without,
-  partitionable-devices-with-binding-conditions,
-  partitionable-devices-with-binding-conditions-multiple,
-  partitionable-devices-with-binding-conditions-some-devices-no-conditions,
-  partitionable-devices-with-binding-conditions-multi-slices,
-  partitionable-devices-with-binding-conditions-and-taints-tolerated,
-  check-combinations-with-backtracking-across-slices-and-pools;
+  consumable-capacity-disabled-feature-with-prioritized-list,
+  binding-conditions-without-feature-gate;
 - with-distinct-constraints-unknown-type-attribute: an attribute without a
   value, which the parser refuses (as the API server), so the allocator never
   sees it;
@@ -291,6 +291,8 @@ class Got(NamedTuple):
     admin: bool
     shared: bool  # has a shareID
     consumed: tuple[tuple[str, Fraction], ...]
+    binding: tuple[str, ...]  # bindingConditions
+    binding_failure: tuple[str, ...]  # bindingFailureConditions
 
 
 def _consumed(q: Mapping[str, Any] | None) -> tuple[tuple[str, Fraction], ...]:
@@ -303,9 +305,22 @@ def res(
     pool: str = POOL1,
     driver: str = DRIVER_A,
     shared: Quantities | None = None,
+    binding: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> Got:
-    """An expected result; `shared`: a share of the device taking that much."""
-    return Got(request, driver, pool, device, False, shared is not None, _consumed(shared))
+    """An expected result; `shared`: a share of the device taking that much;
+    `binding`: the device's (bindingConditions, bindingFailureConditions)."""
+    conditions, failures = binding or ((), ())
+    return Got(
+        request,
+        driver,
+        pool,
+        device,
+        False,
+        shared is not None,
+        _consumed(shared),
+        tuple(conditions),
+        tuple(failures),
+    )
 
 
 Case = dict[str, Any]
@@ -696,6 +711,15 @@ PARTITIONABLE: dict[str, Case] = {
 
 # ---- bindsToNode, binding conditions ---------------------------------------------
 
+PREPARE = (["IsPrepare"], ["BindingFailed"])
+NO_SCHEDULE_KEY1 = {"key": "key1", "value": "value1", "effect": "NoSchedule"}
+
+
+def _counted(name: str, memory: str, counter_set: str = CS1, **kw: Any) -> dict[str, Any]:
+    """A device whose capacity is the memory it uses of the counter set."""
+    return pdev(name, consumes={counter_set: {"memory": memory}}, from_counters=True, **kw)
+
+
 BINDING: dict[str, Case] = {
     "node-restriction": {
         "claims": [claim("claim-0", req(REQ0, CLASS_A))],
@@ -707,36 +731,182 @@ BINDING: dict[str, Case] = {
         ],
         "expect": [([res(REQ0, D1)], LOCAL)],
     },
-    # Binding conditions as kube has them with the feature off: never allocated.
-    "binding-conditions-without-feature-gate": {
+    "device-binding-conditions": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [devices_slice(POOL1, pdev(D1, binding=PREPARE))],
+        "expect": [([res(REQ0, D1, binding=PREPARE)], LOCAL)],
+    },
+    "binding-conditions-multiple-devices": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A, 2), req(REQ1, CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(
+                POOL1,
+                pdev(D1, binding=PREPARE),
+                pdev(D2, binding=(["IsPrepare2"], ["BindingFailed2"])),
+                pdev(D3, binding=(["IsPrepare3"], ["BindingFailed3"])),
+            )
+        ],
+        "expect": [
+            (
+                [
+                    res(REQ0, D1, binding=PREPARE),
+                    res(REQ0, D2, binding=(["IsPrepare2"], ["BindingFailed2"])),
+                    res(REQ1, D3, binding=(["IsPrepare3"], ["BindingFailed3"])),
+                ],
+                LOCAL,
+            )
+        ],
+    },
+    "binding-conditions-with-and-without": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A), req(REQ1, CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [devices_slice(POOL1, pdev(D1), pdev(D2, binding=PREPARE))],
+        "expect": [([res(REQ0, D1), res(REQ1, D2, binding=PREPARE)], LOCAL)],
+    },
+    "partitionable-devices-with-binding-conditions": {
         "claims": [claim("claim-0", req(REQ0, CLASS_A))],
         "classes": [cls(CLASS_A, DRIVER_A)],
         "slices": [
-            devices_slice(POOL1, pdev(D1, binding=(["IsPrepare"], ["BindingFailed"]))),
+            devices_slice(POOL1, _counted(D1, "4Gi", binding=PREPARE), count=2),
+            counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=2),
         ],
-        "expect": None,
+        "expect": [([res(REQ0, D1, binding=PREPARE)], LOCAL)],
     },
-    # Upstream runs this with binding conditions on; device-1's taint keeps it
-    # out then, its binding conditions keep it out here: either way one device
-    # is left for a request of two.
+    "partitionable-devices-with-binding-conditions-multiple": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A, 2))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(
+                POOL1,
+                _counted(D1, "4Gi", binding=PREPARE),
+                _counted(D2, "4Gi", binding=(["IsPrepare2"], ["BindingFailed2"])),
+                count=2,
+            ),
+            counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=2),
+        ],
+        "expect": [
+            (
+                [
+                    res(REQ0, D1, binding=PREPARE),
+                    res(REQ0, D2, binding=(["IsPrepare2"], ["BindingFailed2"])),
+                ],
+                LOCAL,
+            )
+        ],
+    },
+    "partitionable-devices-with-binding-conditions-some-devices-no-conditions": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A, 3))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(
+                POOL1,
+                _counted(D1, "2Gi", binding=PREPARE),
+                _counted(D2, "2Gi"),
+                _counted(D3, "4Gi", binding=(["IsReady"], ["BindingTimeout"])),
+                count=2,
+            ),
+            counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=2),
+        ],
+        "expect": [
+            (
+                [
+                    res(REQ0, D1, binding=PREPARE),
+                    res(REQ0, D2),
+                    res(REQ0, D3, binding=(["IsReady"], ["BindingTimeout"])),
+                ],
+                LOCAL,
+            )
+        ],
+    },
+    # Upstream's slices come as slice-4, slice-3, slice-2, slice-1: the two
+    # devices and their counter sets in different slices of the pool.
+    "partitionable-devices-with-binding-conditions-multi-slices": {
+        "claims": [claim("claim-0", req(REQ0, CLASS_A, 2))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(POOL1, _counted(D1, "4Gi", binding=PREPARE), count=4),
+            counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=4),
+            devices_slice(POOL1, _counted(D2, "4Gi", CS2), count=4),
+            counters_slice(POOL1, {CS2: {"memory": "8Gi"}}, count=4),
+        ],
+        "expect": [([res(REQ0, D2), res(REQ0, D1, binding=PREPARE)], LOCAL)],
+    },
+    # device-1's NoSchedule taint is not tolerated: one device is left for a
+    # request of two. (Upstream's two slices each say the pool has one slice,
+    # which makes the pool incomplete there, a second reason for no allocation;
+    # Troupe allocates from it, see the tolerated case below.)
     "partitionable-devices-with-binding-conditions-and-taints": {
         "claims": [claim("claim-0", req(REQ0, CLASS_A, 2))],
         "classes": [cls(CLASS_A, DRIVER_A)],
         "slices": [
             devices_slice(
                 POOL1,
-                pdev(
-                    D1,
-                    consumes={CS1: {"memory": "4Gi"}},
-                    from_counters=True,
-                    binding=(["IsPrepare"], ["BindingFailed"]),
-                    taints=[{"key": "key1", "value": "value1", "effect": "NoSchedule"}],
-                ),
-                pdev(D2, consumes={CS1: {"memory": "4Gi"}}, from_counters=True),
+                _counted(D1, "4Gi", binding=PREPARE, taints=[NO_SCHEDULE_KEY1]),
+                _counted(D2, "4Gi"),
             ),
             counters_slice(POOL1, {CS1: {"memory": "8Gi"}}),
         ],
         "expect": None,
+    },
+    # Upstream's results also carry the request's toleration (not compared).
+    "partitionable-devices-with-binding-conditions-and-taints-tolerated": {
+        "claims": [
+            claim(
+                "claim-0",
+                req(
+                    REQ0,
+                    CLASS_A,
+                    2,
+                    tolerations=[{"operator": "Exists", "key": "key1", "effect": "NoSchedule"}],
+                ),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(
+                POOL1,
+                _counted(D1, "4Gi", binding=PREPARE, taints=[NO_SCHEDULE_KEY1]),
+                _counted(D2, "4Gi"),
+                count=2,
+            ),
+            counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=2),
+        ],
+        "expect": [([res(REQ0, D1, binding=PREPARE), res(REQ0, D2)], LOCAL)],
+    },
+    # req-1 first takes device-1 and device-2 (pool-1 comes first: pool-2 has a
+    # device with binding conditions), which leaves nothing for req-2 (type
+    # X: device-1); backtracking gives req-1 device-2 and pool-2's device-3.
+    "check-combinations-with-backtracking-across-slices-and-pools": {
+        "claims": [
+            claim(
+                "claim-0",
+                req(REQ1, CLASS_A, 2),
+                req(
+                    REQ2,
+                    CLASS_A,
+                    1,
+                    selectors=[cel(f'device.attributes["{DRIVER_A}"].type == "X"')],
+                ),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            devices_slice(POOL1, pdev(D1, attrs={"type": "X"}), count=2),
+            devices_slice(POOL1, pdev(D2, attrs={"type": "Y"}), count=2),
+            devices_slice(POOL2, pdev(D3, attrs={"type": "Y"}, binding=(["IsPrepare"], []))),
+        ],
+        "expect": [
+            (
+                [
+                    res(REQ1, D2),
+                    res(REQ1, D3, POOL2, binding=(["IsPrepare"], [])),
+                    res(REQ2, D1),
+                ],
+                LOCAL,
+            )
+        ],
     },
 }
 
@@ -1379,6 +1549,15 @@ def _selector(sel: Mapping[str, Any] | None) -> Any:
     return sorted(terms)
 
 
+def _conditions(r: Mapping[str, Any], field: str) -> tuple[str, ...]:
+    """A result's list of condition types (absent: none)."""
+    got = r.get(field)
+    if got is None:
+        return ()
+    assert isinstance(got, list) and all(isinstance(c, str) for c in got), r
+    return tuple(got)
+
+
 def _got(r: Mapping[str, Any], share_ids: list[str]) -> Got:
     share_id = r.get("shareID")
     if share_id is not None:
@@ -1393,6 +1572,8 @@ def _got(r: Mapping[str, Any], share_ids: list[str]) -> Got:
         bool(r.get("adminAccess")),
         share_id is not None,
         _consumed(r.get("consumedCapacity")),
+        _conditions(r, "bindingConditions"),
+        _conditions(r, "bindingFailureConditions"),
     )
 
 
