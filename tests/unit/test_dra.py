@@ -652,3 +652,16 @@ def test_the_implicit_class_resource_name_is_allocated_through_dra() -> None:
     assert out["devices"] == {
         f"deviceclass.resource.kubernetes.io/{DRIVER}": [f"{DRIVER}/n0/gpu-0"]
     }
+
+
+def test_nothing_is_taken_from_a_pool_being_published() -> None:
+    """A pool whose newest generation has fewer (or more) slices than its
+    resourceSliceCount is a driver in the middle of publishing it: kube's
+    allocator takes nothing from it until it is whole."""
+    half = slice_("n0-a", device("gpu-0"), node="n0", pool="n0", count=2)
+    objs = [node("n0"), device_class(), half, template("t", request()), pod("p", template="t")]
+    assert placed(run(copy.deepcopy(objs))[1])["p"][0] is None
+    other = slice_("n0-b", device("gpu-1"), node="n0", pool="n0", count=2)
+    assert placed(run([*copy.deepcopy(objs), other])[1])["p"][0] == "n0"
+    third = slice_("n0-c", device("gpu-2"), node="n0", pool="n0", count=2)
+    assert placed(run([*copy.deepcopy(objs), other, third])[1])["p"][0] is None

@@ -3,10 +3,9 @@
 case under their upstream names (`upstream:` ids). Ported: the cases of the
 GA features (ExactCount and All, admin access, prioritized lists, node-local
 and network-attached slices, matchAttribute). Partitionable devices,
-consumable capacity, distinctAttribute and bindsToNode are in
-test_dra_allocator_upstream_partitionable.py; not ported: the feature-gate-off
-cases and the cases that allocate devices with binding conditions (Troupe
-never does)."""
+consumable capacity, distinctAttribute, bindsToNode and binding conditions
+are in test_dra_allocator_upstream_partitionable.py; not ported: the
+feature-gate-off cases."""
 
 from __future__ import annotations
 

@@ -109,6 +109,8 @@ class _Search:
     counting: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = field(default_factory=dict)
     # (driver, pool) -> what allocated devices left of its counters, or why it is invalid
     left: dict[tuple[str, str], dict[str, dict[str, Fraction]] | str] = field(default_factory=dict)
+    # The pools of the node's slices.
+    pools: tuple[tuple[str, str], ...] = ()
 
     def in_use(self, d: DeviceID) -> bool:
         return self.store.in_use(d, self.released)
@@ -180,6 +182,10 @@ def _candidates(
         if s.per_device:
             found = tuple(p for p in found if device_on_node(p.device, node, labels))
         out.extend(found)
+    if store.incomplete_pools:
+        # A driver in the middle of publishing a pool: nothing is taken from it.
+        gone = store.incomplete_pools
+        out = [p for p in out if (p.id.driver, p.id.pool) not in gone]
     if store.binding_pools:
         # Pools whose devices need binding conditions come last (kube's
         # allocator tries them only when no other pool serves).
@@ -221,7 +227,14 @@ def allocate(
                 for alt in r.alternatives
             )
             slots.append(_Slot(ci, ri, alts))
-    search = _Search(store, claims, slots, set(taken or ()), released=released)
+    search = _Search(
+        store,
+        claims,
+        slots,
+        set(taken or ()),
+        released=released,
+        pools=tuple(dict.fromkeys((s.driver, s.pool) for s in slices)),
+    )
     search.chosen = [{} for _ in claims]
     search.picked = [[] for _ in claims]
     if not _fill(search, 0):
@@ -603,24 +616,19 @@ def _take(
                 if not (alt.capacity or p.device.multi or p.device.policies)
                 or _share(search, alt, p, in_flight=False) is not None
             ]
+        store = search.store
+        for pool in search.pools:
+            where = (
+                f"claim {claim.key}, request {alt.name}: asks for all devices, but resource pool"
+            )
+            if pool in store.incomplete_pools:
+                raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently being updated")
+            if pool in store.partitioned and isinstance(
+                store.counters_left(*pool, search.released), str
+            ):
+                raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently invalid")
         if not cands:
             return False
-        for p in cands:
-            d = p.device.id
-            if search.store.pool_incomplete(d.driver, d.pool):
-                raise AllocationError(
-                    f"claim {claim.key}, request {alt.name}: asks for all devices, but "
-                    f"resource pool {d.driver}/{d.pool} is currently being updated"
-                )
-            if (
-                search.store.partitioned
-                and (d.driver, d.pool) in search.store.partitioned
-                and isinstance(search.pool_left(d), str)
-            ):
-                raise AllocationError(
-                    f"claim {claim.key}, request {alt.name}: asks for all devices, but "
-                    f"resource pool {d.driver}/{d.pool} is currently invalid"
-                )
         for k in range(1, len(cands) + 1):
             search.chosen[ci][alt.name] = list(cands[:k])
             if not _constraints_hold(search, ci):

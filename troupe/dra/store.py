@@ -105,6 +105,9 @@ class DeviceStore:
         self._special: set[str] = set()
         # Pools with devices that need binding conditions: (driver, pool).
         self.binding_pools: set[tuple[str, str]] = set()
+        # Pools whose newest generation has another number of slices than it
+        # says (a driver publishing it): nothing is allocated from them.
+        self.incomplete_pools: set[tuple[str, str]] = set()
         self._local: dict[str, list[ResourceSlice]] = {}  # node -> its slices in use
         # node -> request key -> admitted devices (node-local slices only)
         self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
@@ -192,6 +195,7 @@ class DeviceStore:
                 self.partitioned,
             ),
             (any(d.binding_conditions for s in slices for d in s.devices), self.binding_pools),
+            (bool(slices) and self.pool_incomplete(driver, pool), self.incomplete_pools),
         ):
             if flag:
                 kind.add((driver, pool))
@@ -411,14 +415,15 @@ class DeviceStore:
         return got
 
     def pool_incomplete(self, driver: str, pool: str) -> bool:
-        """Whether fewer slices of the pool's newest generation are known than
-        it says it has (a driver in the middle of publishing it)."""
+        """Whether the pool's newest generation has another number of slices
+        than it says (kube's incomplete pool: a driver in the middle of
+        publishing it)."""
         gen = self._generation.get((driver, pool))
         slices = [self._slices[n] for n in self._pools.get((driver, pool), ())]
         if gen is None or not slices:
             return True
-        current = [s for s in slices if s.generation == gen]
-        return len(current) < max(s.slice_count for s in current)
+        current = sorted((s for s in slices if s.generation == gen), key=lambda s: s.name)
+        return len(current) != current[0].slice_count
 
     def selects(self, expr: str, p: Published) -> bool | CelError:
         """What the selector says of the published device (remembered)."""
