@@ -33,10 +33,6 @@ which counter set or counter is missing or named twice, is kept), and a third
 subrequest that repeats the name `subReq-1` is named `subReq-2` (it is never
 reached).
 
-Not compared: the tolerations upstream copies from the request into each
-result (partitionable-devices-with-binding-conditions-and-taints-tolerated
-expects them; Troupe's results do not carry them).
-
 Not ported:
 - feature gate off: partitionable-devices-disabled-device-consumes-counters,
   partitionable-devices-disabled-other-device-do-not-consume-counters,
@@ -56,10 +52,11 @@ Not ported:
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import pytest
 
@@ -293,6 +290,7 @@ class Got(NamedTuple):
     consumed: tuple[tuple[str, Fraction], ...]
     binding: tuple[str, ...]  # bindingConditions
     binding_failure: tuple[str, ...]  # bindingFailureConditions
+    tolerations: tuple[str, ...] = ()  # the request's, as JSON
 
 
 def _consumed(q: Mapping[str, Any] | None) -> tuple[tuple[str, Fraction], ...]:
@@ -306,9 +304,11 @@ def res(
     driver: str = DRIVER_A,
     shared: Quantities | None = None,
     binding: tuple[Sequence[str], Sequence[str]] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] = (),
 ) -> Got:
     """An expected result; `shared`: a share of the device taking that much;
-    `binding`: the device's (bindingConditions, bindingFailureConditions)."""
+    `binding`: the device's (bindingConditions, bindingFailureConditions);
+    `tolerations`: the request's, which the result records."""
     conditions, failures = binding or ((), ())
     return Got(
         request,
@@ -320,10 +320,12 @@ def res(
         _consumed(shared),
         tuple(conditions),
         tuple(failures),
+        tuple(json.dumps(t, sort_keys=True) for t in tolerations),
     )
 
 
 Case = dict[str, Any]
+TOLERATE_KEY1: Final = {"operator": "Exists", "key": "key1", "effect": "NoSchedule"}
 
 # ---- partitionable devices --------------------------------------------------------
 
@@ -850,7 +852,6 @@ BINDING: dict[str, Case] = {
         ],
         "expect": None,
     },
-    # Upstream's results also carry the request's toleration (not compared).
     "partitionable-devices-with-binding-conditions-and-taints-tolerated": {
         "claims": [
             claim(
@@ -859,7 +860,7 @@ BINDING: dict[str, Case] = {
                     REQ0,
                     CLASS_A,
                     2,
-                    tolerations=[{"operator": "Exists", "key": "key1", "effect": "NoSchedule"}],
+                    tolerations=[TOLERATE_KEY1],
                 ),
             )
         ],
@@ -873,7 +874,15 @@ BINDING: dict[str, Case] = {
             ),
             counters_slice(POOL1, {CS1: {"memory": "8Gi"}}, count=2),
         ],
-        "expect": [([res(REQ0, D1, binding=PREPARE), res(REQ0, D2)], LOCAL)],
+        "expect": [
+            (
+                [
+                    res(REQ0, D1, binding=PREPARE, tolerations=[TOLERATE_KEY1]),
+                    res(REQ0, D2, tolerations=[TOLERATE_KEY1]),
+                ],
+                LOCAL,
+            )
+        ],
     },
     # req-1 first takes device-1 and device-2 (pool-1 comes first: pool-2 has a
     # device with binding conditions), which leaves nothing for req-2 (type
@@ -1574,6 +1583,7 @@ def _got(r: Mapping[str, Any], share_ids: list[str]) -> Got:
         _consumed(r.get("consumedCapacity")),
         _conditions(r, "bindingConditions"),
         _conditions(r, "bindingFailureConditions"),
+        tuple(json.dumps(t, sort_keys=True) for t in r.get("tolerations") or ()),
     )
 
 

@@ -316,8 +316,12 @@ def _allocation(
         raw_sel = _union(selectors)
     sel = parse_node_selector(raw_sel, "nodeSelector") if raw_sel is not None else None
     bodies = []
-    for r, t in zip(results, (t for _, took in picked for t in took), strict=True):
+    alts = [alt for alt, took in picked for _ in took]
+    for r, t, alt in zip(results, (t for _, took in picked for t in took), alts, strict=True):
         body = _result_body(r)
+        if alt.tolerations_raw:
+            # The tolerations the device was allocated with (kube writes them).
+            body["tolerations"] = [dict(x) for x in alt.tolerations_raw]
         if t.share is not None:
             published = t.device.device.published
             body["consumedCapacity"] = {

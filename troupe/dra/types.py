@@ -169,6 +169,8 @@ class ExactRequest:
     tolerations: tuple[Toleration, ...] = ()
     # Consumable capacity asked of each device (`capacity.requests`), names as written.
     capacity: tuple[tuple[str, Fraction], ...] = ()
+    # The tolerations as written: allocation results record them.
+    tolerations_raw: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,7 +522,8 @@ def _exact(item: Mapping[str, Any], prefix: str, name: str) -> ExactRequest:
         count = 1
     if mode == EXACT_COUNT and count <= 0:
         raise invalid(f"{prefix}count", count, "must be greater than zero")
-    tolerations = tuple(parse_toleration(t, p) for p, t in get_objs(item, "tolerations", prefix))
+    raw_tolerations = get_objs(item, "tolerations", prefix)
+    tolerations = tuple(parse_toleration(t, p) for p, t in raw_tolerations)
     capacity = get_map(get_map(item, "capacity", prefix), "requests", f"{prefix}capacity.")
     asked = tuple(
         (k, parse_quantity(v, f"{prefix}capacity.requests[{k}]")) for k, v in capacity.items()
@@ -534,6 +537,7 @@ def _exact(item: Mapping[str, Any], prefix: str, name: str) -> ExactRequest:
         admin_access=get_bool(item, "adminAccess", prefix),
         tolerations=tolerations,
         capacity=asked,
+        tolerations_raw=tuple(dict(t) for _, t in raw_tolerations),
     )
 
 
