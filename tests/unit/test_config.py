@@ -213,7 +213,7 @@ def test_in_tree_defaults() -> None:
             "InterPodAffinity",
             "DynamicResources",
         ],
-        "postFilter": ["Coscheduling", "DefaultPreemption"],
+        "postFilter": ["Coscheduling", "DynamicResources", "DefaultPreemption"],
         "preScore": [
             "TaintToleration",
             "NodeAffinity",
@@ -407,7 +407,7 @@ def test_kube_scheduler_queue_sort_instead_of_coscheduling() -> None:
     got = layout(c)
     assert got["queueSort"] == ["PrioritySort"]
     assert got["preEnqueue"] == ["SchedulingGates", "DynamicResources"]
-    assert "permit" not in got and got["postFilter"] == ["DefaultPreemption"]
+    assert "permit" not in got and got["postFilter"] == ["DynamicResources", "DefaultPreemption"]
 
 
 # ---- profiles and plugin args ------------------------------------------------------------

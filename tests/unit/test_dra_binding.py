@@ -181,10 +181,11 @@ def test_binding_timeout_args_are_checked() -> None:
         DynamicResources.new({"filterTimeout": "1s"}, None)  # type: ignore[arg-type]
 
 
-def test_an_allocated_claim_whose_binding_failed_is_not_available() -> None:
-    """upstream: bound-claim-with-failed-binding (Filter's part): a claim
-    allocated with binding conditions whose failure condition is True is not
-    usable where it is allocated."""
+def test_an_allocated_claim_whose_binding_failed_is_given_up_and_allocated_again() -> None:
+    """upstream: bound-claim-with-failed-binding: a claim allocated with
+    binding conditions whose failure condition is True is not available where
+    it is allocated; PostFilter gives it up (no pod uses it), and the next
+    attempt allocates it afresh (the simulated driver readies it this time)."""
     c = claim("held", request())
     c["status"] = {
         "allocation": {
@@ -219,9 +220,54 @@ def test_an_allocated_claim_whose_binding_failed_is_not_available() -> None:
             }
         ],
     }
-    _, result = run(
+    sim, result = run(
         [node("n0"), device_class(), fabric(fabric_gpu("gpu-0")), c, pod("p", claim="held")]
     )
+    assert result.to_json_obj()["pods"]["default/p"]["node"] == "n0"
+    (failed, *_) = [e for e in sim.cluster.events if e.reason == "FailedScheduling"]
+    assert "resourceclaim not available on the node" in failed.message
+    status = sim.cluster.resource_claims["default/held"]["status"]
+    (d,) = status["devices"]
+    assert [(x["type"], x["status"]) for x in d["conditions"]] == [("Attached", "True")]
+    assert status["reservedFor"][0]["name"] == "p"
+
+
+def test_a_claim_allocated_where_the_pod_cannot_run_is_given_up_only_if_unused() -> None:
+    """upstream: wrong-topology: PostFilter deallocates an allocated claim whose
+    node selector rules out every node, when no other pod uses it."""
+
+    def held(reserved: list[dict[str, str]]) -> dict[str, Any]:
+        c = claim("held", request())
+        c["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": DRIVER, "pool": "fabric", "device": "gpu-0"}
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["gone"]}
+                            ]
+                        }
+                    ]
+                },
+            },
+            "reservedFor": reserved,
+        }
+        return c
+
+    objs = [
+        node("n0"),
+        device_class(),
+        slice_("any", device("gpu-0"), pool="fabric", all_nodes=True),
+    ]
+    sim, result = run([*objs, held([]), pod("p", claim="held")])
+    assert result.to_json_obj()["pods"]["default/p"]["node"] == "n0"
+    other = [{"resource": "pods", "name": "other", "uid": "uid-other"}]
+    sim, result = run([*objs, held(other), pod("p", claim="held")])
     out = result.to_json_obj()["pods"]["default/p"]
-    assert out["node"] is None
-    assert "resourceclaim not available on the node" in out["reason"]
+    assert out["node"] is None and "resourceclaim not available on the node" in out["reason"]
+    assert sim.cluster.resource_claims["default/held"]["status"]["reservedFor"] == other

@@ -72,7 +72,9 @@ from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     EnqueueExtensions,
     NodeFilterPlugin,
+    NodeToStatus,
     PluginArgsError,
+    PostFilterPlugin,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
@@ -179,6 +181,8 @@ class _State:
     written: dict[str, tuple[bool, Consumer]] = field(default_factory=dict)
     # Allocated claims whose devices' binding failed or timed out.
     binding: frozenset[str] = frozenset()
+    # Filter: allocated claims that ruled out a node (PostFilter may give them up).
+    unavailable: dict[str, None] = field(default_factory=dict)
 
 
 def binding_ready(claim: ResourceClaim) -> bool | str:
@@ -229,6 +233,7 @@ class DynamicResources(
     PreEnqueuePlugin,
     PreFilterPlugin,
     NodeFilterPlugin,
+    PostFilterPlugin,
     ReservePlugin,
     PreBindPlugin,
     TrialChargePlugin,
@@ -339,10 +344,11 @@ class DynamicResources(
         labels = node.labels if node is not None else {}
         for c in s.allocated:
             sel = c.allocation.node_selector if c.allocation is not None else None
-            if sel is not None and not node_selector_matches(sel, labels, name):
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
-            if s.binding and c.key in s.binding:
+            if (sel is not None and not node_selector_matches(sel, labels, name)) or (
                 # Its devices' binding failed or timed out: not usable as allocated.
+                s.binding and c.key in s.binding
+            ):
+                s.unavailable[c.key] = None
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NOT_AVAILABLE,), NAME)
         pending, _ = self._pending_on(s, pod, nodes, row)
         if not pending:
@@ -399,6 +405,45 @@ class DynamicResources(
                         )
                     )
         return {key for key, g in gone.items() if g}
+
+    # ---- PostFilter ------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        """No node fits: a claim of the pod allocated where it cannot run (or
+        whose binding failed) and used by no other pod is given up, so that the
+        next attempt allocates it afresh, as kube-scheduler's PostFilter does.
+        Never a success: preemption still runs."""
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State) or not (s.allocated or s.pending):
+            return None, Status(Code.UNSCHEDULABLE, ("no new claims to deallocate",), NAME)
+        for key in s.unavailable:
+            c = self.store.api_claim(key)
+            if c is None or c.allocation is None:
+                continue
+            if not c.reserved_for or (
+                len(c.reserved_for) == 1 and c.reserved_for[0].uid == pod.uid
+            ):
+                self.handle.spawn(self._deallocate(pod, c))
+                return None, Status(
+                    Code.UNSCHEDULABLE, ("deallocation of ResourceClaim completed",), NAME
+                )
+        return None, Status(Code.UNSCHEDULABLE, ("still not schedulable",), NAME)
+
+    async def _deallocate(self, pod: Pod, claim: ResourceClaim) -> None:
+        try:
+            await self.handle.client.patch_resource_claim(
+                claim.key,
+                {
+                    "metadata": {"resourceVersion": claim.resource_version},
+                    "status": {"allocation": None, "reservedFor": None, "devices": None},
+                },
+                status=True,
+            )
+            log.info("deallocated resourceclaim %s for %s", claim.key, pod.key)
+        except Exception as e:
+            log.warning("could not deallocate resourceclaim %s for %s: %s", claim.key, pod.key, e)
 
     # ---- a group trial's charge ------------------------------------------------------
 
