@@ -236,6 +236,10 @@ class InMemoryCluster:
         new = _patched("ResourceClaim", self.resource_claims, key, patch, part)
         if not new["metadata"].get("finalizers"):
             new["metadata"].pop("finalizers", None)
+            if new["metadata"].get("deletionTimestamp"):
+                # Its last finalizer gone: the API server removes it now.
+                await self.delete_resource_claim(key)
+                return new
         self.claim_writes += 1
         if self.on_claim_write is not None:
             self.on_claim_write(new)
@@ -270,8 +274,21 @@ class InMemoryCluster:
         self.annotation_writes += 1
 
     async def delete_resource_claim(self, key: str) -> None:
-        obj = self.resource_claims.pop(key, None)
-        if obj is not None and self.on_claim_deleted is not None:
+        obj = self.resource_claims.get(key)
+        if obj is None:
+            return
+        md = obj.get("metadata") or {}
+        if md.get("finalizers"):
+            # As the API server: marked for deletion, gone once its finalizers are.
+            if not md.get("deletionTimestamp"):
+                new = {**obj, "metadata": {**md, "deletionTimestamp": "1970-01-01T00:00:00Z"}}
+                new["metadata"]["resourceVersion"] = str(int(md.get("resourceVersion") or 0) + 1)
+                self.resource_claims[key] = new
+                if self.on_claim_write is not None:
+                    self.on_claim_write(new)
+            return
+        del self.resource_claims[key]
+        if self.on_claim_deleted is not None:
             self.on_claim_deleted(obj)
 
     async def set_extended_resource_claim_status(

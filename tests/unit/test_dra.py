@@ -665,3 +665,49 @@ def test_nothing_is_taken_from_a_pool_being_published() -> None:
     assert placed(run([*copy.deepcopy(objs), other])[1])["p"][0] == "n0"
     third = slice_("n0-c", device("gpu-2"), node="n0", pool="n0", count=2)
     assert placed(run([*copy.deepcopy(objs), other, third])[1])["p"][0] is None
+
+
+def test_a_claim_an_earlier_attempt_made_for_extended_resources_is_deleted_first() -> None:
+    """upstream: extended-resource-name-with-resources-has-claim and
+    -delete-claim: a scheduler that stopped between making the claim for a
+    pod's extended resources and binding the pod left it allocated; the next
+    attempt rejects the nodes, PostFilter deletes it (its finalizer first),
+    and the attempt after that makes a claim anew."""
+    cls = device_class()
+    cls["spec"]["extendedResourceName"] = "example.com/gpu"
+    asker = pod("trainer")
+    asker["spec"].pop("resourceClaims")
+    asker["spec"]["containers"][0]["resources"]["requests"]["example.com/gpu"] = "1"
+    asker["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "trainer-extended-resources-old",
+        "requestMappings": [
+            {
+                "containerName": "c",
+                "resourceName": "example.com/gpu",
+                "requestName": "container-0-request-1",
+            }
+        ],
+    }
+    old = claim("trainer-extended-resources-old", request("container-0-request-1", 1))
+    old["metadata"]["finalizers"] = [FINALIZER]
+    old["status"] = {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {
+                        "request": "container-0-request-1",
+                        "driver": DRIVER,
+                        "pool": "n0",
+                        "device": "gpu-0",
+                    }
+                ]
+            }
+        },
+        "reservedFor": [{"resource": "pods", "name": "trainer", "uid": "uid-default-trainer"}],
+    }
+    sim, result = run([node("n0"), cls, gpus("n0", 1), old, asker])
+    out = result.to_json_obj()["pods"]["default/trainer"]
+    assert out["node"] == "n0" and out["devices"] == {"example.com/gpu": [f"{DRIVER}/n0/gpu-0"]}
+    assert "default/trainer-extended-resources-old" not in sim.cluster.resource_claims
+    (first, *_) = [e for e in sim.cluster.events if e.reason == "FailedScheduling"]
+    assert "cannot schedule extended resource claim" in first.message

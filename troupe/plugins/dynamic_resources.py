@@ -183,6 +183,9 @@ class _State:
     binding: frozenset[str] = frozenset()
     # Filter: allocated claims that ruled out a node (PostFilter may give them up).
     unavailable: dict[str, None] = field(default_factory=dict)
+    # A claim an earlier attempt made for the pod's extended resources (the
+    # scheduler stopped before the pod was bound): PostFilter deletes it.
+    stale_extended: str = ""
 
 
 def binding_ready(claim: ResourceClaim) -> bool | str:
@@ -316,8 +319,29 @@ class DynamicResources(
             if isinstance(ready := binding_ready(c), str)
             or (not ready and binding_timed_out(c, self.handle.clock.now(), self.binding_timeout))
         )
-        state.write(_STATE_KEY, _State(allocated, pending, consumers, extended, binding=binding))
+        state.write(
+            _STATE_KEY,
+            _State(
+                allocated,
+                pending,
+                consumers,
+                extended,
+                binding=binding,
+                stale_extended=self._stale_extended(pod) if extended else "",
+            ),
+        )
         return None, SUCCESS
+
+    def _stale_extended(self, pod: Pod) -> str:
+        """The claim for the pod's extended resources that its status names and
+        that still exists, made by an attempt that did not bind the pod."""
+        status = pod.raw.get("status")
+        ext = status.get("extendedResourceClaimStatus") if isinstance(status, Mapping) else None
+        name = ext.get("resourceClaimName") if isinstance(ext, Mapping) else None
+        if not isinstance(name, str) or not name:
+            return ""
+        key = f"{pod.namespace}/{name}"
+        return key if self.store.api_claim(key) is not None else ""
 
     def _pending_on(
         self, s: _State, pod: Pod, nodes: NodeTable, row: int
@@ -339,6 +363,8 @@ class DynamicResources(
 
     def filter_node(self, state: CycleState, pod: Pod, nodes: NodeTable, row: int) -> Status:
         s = state.read(_STATE_KEY, _State)
+        if s.stale_extended:
+            return Status(Code.UNSCHEDULABLE, ("cannot schedule extended resource claim",), NAME)
         name = nodes.names[row]
         node = nodes.node_objs[row]
         labels = node.labels if node is not None else {}
@@ -416,7 +442,7 @@ class DynamicResources(
         next attempt allocates it afresh, as kube-scheduler's PostFilter does.
         Never a success: preemption still runs."""
         s = state.get(_STATE_KEY)
-        if not isinstance(s, _State) or not (s.allocated or s.pending):
+        if not isinstance(s, _State) or not (s.allocated or s.pending or s.stale_extended):
             return None, Status(Code.UNSCHEDULABLE, ("no new claims to deallocate",), NAME)
         for key in s.unavailable:
             c = self.store.api_claim(key)
@@ -429,6 +455,11 @@ class DynamicResources(
                 return None, Status(
                     Code.UNSCHEDULABLE, ("deallocation of ResourceClaim completed",), NAME
                 )
+        if s.stale_extended:
+            # A claim an earlier attempt made for the pod's extended resources:
+            # deleted, and the next attempt makes one anew.
+            self.handle.spawn(self._delete_extended(pod, s.stale_extended))
+            return None, Status(Code.UNSCHEDULABLE, ("deletion of ResourceClaim completed",), NAME)
         return None, Status(Code.UNSCHEDULABLE, ("still not schedulable",), NAME)
 
     async def _deallocate(self, pod: Pod, claim: ResourceClaim) -> None:
@@ -565,10 +596,40 @@ class DynamicResources(
         """The claim made for a pod's extended resources, when the pod did not
         bind: deleted (a new attempt makes a new one), as kube-scheduler does."""
         try:
-            await self.handle.client.delete_resource_claim(key)
+            await self._delete_claim(key)
             await self.handle.client.set_extended_resource_claim_status(pod.key, None)
         except Exception as e:
             log.warning("could not delete the claim %s made for %s: %s", key, pod.key, e)
+
+    async def _delete_claim(self, key: str) -> None:
+        """Delete a claim Troupe made, as kube-scheduler's deleteClaim: its
+        delete-protection finalizer first (else the claim would stay, with its
+        devices, marked for deletion), retried on a conflict."""
+        client = self.handle.client
+        for attempt in range(_WRITE_ATTEMPTS):
+            obj = await client.read_resource_claim(key)
+            if obj is None:
+                return
+            md = obj.get("metadata") or {}
+            finalizers = list(md.get("finalizers") or [])
+            if FINALIZER in finalizers:
+                rest = [f for f in finalizers if f != FINALIZER]
+                try:
+                    await client.patch_resource_claim(
+                        key,
+                        {
+                            "metadata": {
+                                "resourceVersion": md.get("resourceVersion"),
+                                "finalizers": rest or None,
+                            }
+                        },
+                    )
+                except Conflict:
+                    if attempt == _WRITE_ATTEMPTS - 1:
+                        raise
+                    continue
+            await client.delete_resource_claim(key)
+            return
 
     # ---- PreBind ---------------------------------------------------------------------
 
