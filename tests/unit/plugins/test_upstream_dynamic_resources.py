@@ -20,19 +20,20 @@ with one request "req-1", the node "worker" (and "worker-2", "worker-3") whose
 slice publishes "instance-1".
 
 Ported with a difference:
-- "wrong-topology": the Filter part. Upstream's PostFilter then deallocates
-  the claim ("deallocation of ResourceClaim completed"); Troupe's plugin has
-  no PostFilter (see the report of this port).
+- "wrong-topology": the Filter part here; PostFilter's deallocation
+  ("deallocation of ResourceClaim completed") is tested through the pipeline
+  in tests/unit/test_dra_binding.py.
 - Cases whose upstream want includes a PostFilter status ("no-resources",
-  "exhausted-resources", "missing-class", ...): that part is not checked, for
-  the same reason.
+  "exhausted-resources", "missing-class", ...): that part is not checked.
 - "no-resources", "exhausted-resources", "tainted-device-enabled",
   "extended-resource-name-no-resource": upstream's plugin returns
   UnschedulableAndUnresolvable with "cannot allocate all claims"; Troupe
   returns Unschedulable (preemption may free devices: Troupe counts what
   victims' claims release).
 - CEL runtime errors: upstream's Filter returns an Error status (scheduling
-  aborts); Troupe returns UnschedulableAndUnresolvable with the same text.
+  aborts); Troupe returns UnschedulableAndUnresolvable with the same text, so
+  that the pod's reason is the CEL error (Troupe's runtime reports a plugin's
+  Error as an internal error).
 - "extended-resource-name-*": the scheduler_resourceclaim_creates_total
   metric upstream checks is not asserted (Troupe has no such metric).
 - Queueing hints: upstream's "backoff-wrong-*" cases return Queue with an
@@ -41,13 +42,12 @@ Ported with a difference:
 Not ported:
 - "CEL-runtime-error-for-one-of-two-nodes", "CEL-runtime-error-for-one-of-three-nodes":
   upstream keeps the pod pending when a CEL runtime error happens on any
-  node; Troupe rejects that node only and schedules the pod on another. A
-  discrepancy, reported.
+  node; Troupe rejects that node only (with the error) and may schedule the
+  pod on another. A deliberate difference (see above).
 - "extended-resource-name-with-resources-has-claim",
-  "extended-resource-name-with-resources-delete-claim": upstream finds the
-  claim a prior cycle made for the pod's extended resources ("cannot schedule
-  extended resource claim") and PostFilter deletes it; Troupe does not look
-  for such a claim and has no PostFilter. A discrepancy, reported.
+  "extended-resource-name-with-resources-delete-claim": tested through the
+  pipeline in tests/unit/test_dra.py (the claim is deleted by PostFilter, then
+  made anew).
 - "single-claim-prioritized-list-scoring", "multiple-claims-prioritized-list-scoring",
   "multiple-requests-prioritized-list-scoring" (and Test_computesScore,
   TestNormalizeScore): Troupe's DynamicResources has no Score.
@@ -56,24 +56,21 @@ Not ported:
   "claim-with-prioritized-list-feature-disabled", "timeout_disabled": Troupe
   has these features always on.
 - "canceled", "timeout", "timeout_zero": the plugin's filterTimeout argument
-  and a canceled context; Troupe's plugin takes no arguments and its Filter
-  is not cancelable.
+  and a canceled context; Troupe bounds the allocator's search by steps, takes
+  no filterTimeout and its Filter is not cancelable.
 - Binding conditions (bindingConditions/bindingFailureConditions, device
   status, binding timeout): "bound-claim-with-succeeded-binding-conditions",
   "bound-claim-with-failed-binding", "bound-claim-with-timed-out-binding",
   "prebind-fail-with-binding-timeout", "bound-claim-with-mixed-binding-conditions",
   "multi-claims-binding-conditions-all-success",
-  "multi-claims-binding-conditions-one-fail". ("bound-claim-without-binding-conditions"
-  is the claim-template case with those gates on, and is ported.)
+  "multi-claims-binding-conditions-one-fail": their behaviour (wait, failure,
+  timeout, a failed claim given up) is tested through the pipeline in
+  tests/unit/test_dra_binding.py rather than case by case.
+  ("bound-claim-without-binding-conditions" is ported.)
 - "implicit-extended-resource-name-with-resources",
-  "implicit-extended-resource-name-two-containers-with-resources": a pod asking
-  for deviceclass.resource.kubernetes.io/my-resource-class gets no device for
-  it: troupe.dra.extended.extended_requests keeps only names
-  troupe.api.names.is_extended_resource admits, and that (as
-  v1helper.IsExtendedResourceName) refuses every "*kubernetes.io/" name;
-  kube-scheduler tests IsDRAExtendedResourceName, which also admits the
-  "deviceclass.resource.kubernetes.io/" prefix. A discrepancy, reported (the
-  fix belongs in troupe/dra/extended.py).
+  "implicit-extended-resource-name-two-containers-with-resources": the
+  implicit deviceclass.resource.kubernetes.io/<class> names and kube's request
+  naming are tested in tests/unit/test_dra.py.
 - TestIsSchedulableAfterClaimChange "skip-deletes": upstream registers no
   delete event for claims (the hint never sees one); Troupe does, and queues
   a pod when an allocated claim is deleted (its devices are free). Reported.
