@@ -74,6 +74,10 @@ class Case:
     # holds one through an allocated claim, each measured pod claims one through
     # its template (the claim created, as the resourceclaim controller would).
     devices: int = 0
+    # DRA with partitionable devices: every node's GPU is published whole, in
+    # halves, quarters and eighths sharing its memory counter; each measured
+    # pod claims an eighth (devices must be 0).
+    partitioned: bool = False
     # troupe.explain.enabled: every pod's decision kept for /debug/explain
     explain: bool = False
 
@@ -121,6 +125,7 @@ CASES: dict[str, Case] = {
         Case("dra-500", 500, 2500, 2500, devices=10, target_pods_per_s=84.0),
         Case("dra-5000", 5000, 0, 10000, devices=8),
         Case("dra-gang-500", 500, 0, 2400, devices=10, gang_size=8),
+        Case("dra-partitioned-500", 500, 0, 4000, partitioned=True),
     )
 }
 
@@ -160,10 +165,14 @@ async def _run_case(case: Case) -> dict[str, Any]:
     for i in range(case.nodes):
         sched.on_node(workloads.node(i, zones=case.zones))
     controllers = _volumes(case, sched, cluster)
-    if case.devices:
+    if case.devices or case.partitioned:
         sched.on_dra_object("DeviceClass", workloads.device_class())
         for i in range(case.nodes):
-            sched.on_dra_object("ResourceSlice", workloads.resource_slice(i, case.devices))
+            if case.partitioned:
+                for s in workloads.partitioned_slices(i):
+                    sched.on_dra_object("ResourceSlice", s)
+            else:
+                sched.on_dra_object("ResourceSlice", workloads.resource_slice(i, case.devices))
         cluster.on_claim_write = lambda o: sched.on_dra_object("ResourceClaim", o)
     for i in range(case.running):
         o = workloads.pod(
@@ -197,9 +206,12 @@ async def _run_case(case: Case) -> dict[str, Any]:
         )
         if case.volumes:
             workloads.with_claim(o, f"data-{i}")
-        if case.devices:
+        if case.devices or case.partitioned:
             name = f"pod-{i}-resource"
-            claim = workloads.resource_claim(name, f"pod-{i}", f"uid-pod-{i}")
+            eighth = f'device.attributes["{workloads.DRA_DRIVER}"].size == "eighth"'
+            claim = workloads.resource_claim(
+                name, f"pod-{i}", f"uid-pod-{i}", selector=eighth if case.partitioned else ""
+            )
             cluster.resource_claims[f"sched-perf/{name}"] = claim
             sched.on_dra_object("ResourceClaim", claim)
             workloads.with_resource_claim(o, name)
@@ -240,7 +252,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
     bound_pods = measured_bound if case.churn else cluster.binds
     if controllers is not None:
         assert len(controllers.outcomes) == bound_pods, "a pod bound without its volume"
-    if case.devices:
+    if case.devices or case.partitioned:
         allocated = [
             r["device"] + "@" + r["pool"]
             for c in cluster.resource_claims.values()
@@ -251,6 +263,9 @@ async def _run_case(case: Case) -> dict[str, Any]:
         assert len(allocated) == len(set(allocated)) == case.running + bound_pods, (
             "a device given twice, or a pod bound without its device"
         )
+        if case.partitioned:
+            # Eight eighths fill a GPU's counters: any other partition would not fit.
+            assert all(d.startswith("gpu-eighth-") for d in allocated), "counters overrun"
     return {
         "case": case.name,
         "nodes": case.nodes,

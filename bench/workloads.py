@@ -245,8 +245,51 @@ def resource_slice(i: int, devices: int) -> dict[str, Any]:
     }
 
 
+def partitioned_slices(i: int) -> list[dict[str, Any]]:
+    """One 80Gi GPU on node-i published as partitionable devices: the whole
+    GPU, 2 halves, 4 quarters and 8 eighths, all drawing on the counter set
+    of one slice of the pool (the devices are in another)."""
+    node = f"node-{i}"
+    pool = {"name": node, "generation": 1, "resourceSliceCount": 2}
+    sizes = [("whole", 1, 80), ("half", 2, 40), ("quarter", 4, 20), ("eighth", 8, 10)]
+    devices = [
+        {
+            "name": f"gpu-{size}-{k}",
+            "attributes": {"size": {"string": size}},
+            "consumesCounters": [
+                {"counterSet": "gpu-0", "counters": {"memory": {"value": f"{gib}Gi"}}}
+            ],
+        }
+        for size, n, gib in sizes
+        for k in range(n)
+    ]
+    return [
+        {
+            "apiVersion": DRA_API,
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRA_DRIVER}-counters", "resourceVersion": "1"},
+            "spec": {
+                "driver": DRA_DRIVER,
+                "nodeName": node,
+                "pool": pool,
+                "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+            },
+        },
+        {
+            "apiVersion": DRA_API,
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRA_DRIVER}", "resourceVersion": "1"},
+            "spec": {"driver": DRA_DRIVER, "nodeName": node, "pool": pool, "devices": devices},
+        },
+    ]
+
+
 def resource_claim(
-    name: str, pod_name: str, pod_uid: str, allocated: tuple[int, int] | None = None
+    name: str,
+    pod_name: str,
+    pod_uid: str,
+    allocated: tuple[int, int] | None = None,
+    selector: str = "",
 ) -> dict[str, Any]:
     """A claim as the resourceclaim controller makes it from
     templates/resourceclaimtemplate.yaml (one device of the class) for the pod;
@@ -276,6 +319,9 @@ def resource_claim(
             }
         },
     }
+    if selector:
+        exactly = obj["spec"]["devices"]["requests"][0]["exactly"]
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
     if allocated is not None:
         node, d = allocated
         obj["status"] = {

@@ -108,14 +108,16 @@ class _Search:
     # (driver, pool) -> counter set -> counter -> used by devices taken in this search
     counting: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = field(default_factory=dict)
     # (driver, pool) -> what allocated devices left of its counters, or why it is invalid
-    left: dict[tuple[str, str], dict[str, dict[str, Fraction]] | str] = field(default_factory=dict)
+    left: dict[tuple[str, str], Mapping[str, Mapping[str, Fraction]] | str] = field(
+        default_factory=dict
+    )
     # The pools of the node's slices.
     pools: tuple[tuple[str, str], ...] = ()
 
     def in_use(self, d: DeviceID) -> bool:
         return self.store.in_use(d, self.released)
 
-    def pool_left(self, d: DeviceID) -> dict[str, dict[str, Fraction]] | str:
+    def pool_left(self, d: DeviceID) -> Mapping[str, Mapping[str, Fraction]] | str:
         key = (d.driver, d.pool)
         got = self.left.get(key)
         if got is None:
@@ -259,18 +261,41 @@ def _enough_free(
     used = store.used
     need = lone.count
     cands = _candidates(store, claim, lone, slices, node, labels)
-    if not store.plain:
-        partitioned = store.partitioned
+    if store.plain:
         for p in cands:
-            d = p.id
-            if p.device.multi or p.device.policies or (d.driver, d.pool) in partitioned:
-                return None
+            if (d := p.id) not in used or (released and not store.in_use(d, released)):
+                need -= 1
+                if not need:
+                    return True
+        return False
+    partitioned = store.partitioned
     for p in cands:
-        if (d := p.id) not in used or (released and not store.in_use(d, released)):
-            need -= 1
-            if not need:
-                return True
+        if p.device.multi or p.device.policies:
+            return None
+        if need > 1 and (p.id.driver, p.id.pool) in partitioned:
+            return None  # which devices fit together is a search
+    for p in cands:
+        d = p.id
+        if d in used and not (released and not store.in_use(d, released)):
+            continue
+        if (d.driver, d.pool) in partitioned:
+            # One device: it fits if what its pool's counters have left covers it.
+            left = store.counters_left(d.driver, d.pool, released)
+            if isinstance(left, str) or not _covers(left, p.device.consumes):
+                continue
+        need -= 1
+        if not need:
+            return True
     return False
+
+
+def _covers(left: Mapping[str, Mapping[str, Fraction]], uses: Sequence[CounterUse]) -> bool:
+    for use in uses:
+        have = left.get(use.counter_set, {})
+        for c, q in use.counters.items():
+            if q > have.get(c, 0):
+                return False
+    return True
 
 
 def _allocation(
@@ -551,7 +576,7 @@ def _try(
         return None
     store = search.store
     partitioned = store.partitioned and (d.driver, d.pool) in store.partitioned
-    left: dict[str, dict[str, Fraction]] | str = {}
+    left: Mapping[str, Mapping[str, Fraction]] | str = {}
     if partitioned:
         left = search.pool_left(d)
         if isinstance(left, str):
@@ -566,7 +591,7 @@ def _try(
     if dev.consumes and not (
         dev.multi and (d in search.sharing or store.allocated(d, search.released))
     ):
-        assert isinstance(left, dict)
+        assert not isinstance(left, str)
         pool = search.counting.setdefault((d.driver, d.pool), {})
         for use in dev.consumes:
             have = left.get(use.counter_set, {})

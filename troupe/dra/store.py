@@ -284,19 +284,18 @@ class DeviceStore:
 
     def counters_left(
         self, driver: str, pool: str, released: AbstractSet[str] = frozenset()
-    ) -> dict[str, dict[str, Fraction]] | str:
-        """The pool's shared counters less what its allocated devices use (a
-        copy), or why the pool cannot be allocated from: a counter set named
-        twice, or a device using a counter set or counter the pool lacks (kube's
-        invalid pool). Devices held only by `released` claims use nothing."""
+    ) -> Mapping[str, Mapping[str, Fraction]] | str:
+        """The pool's shared counters less what its allocated devices use (kept
+        until a claim or slice of the pool changes: read it, do not change it),
+        or why the pool cannot be allocated from: a counter set named twice, or
+        a device using a counter set or counter the pool lacks (kube's invalid
+        pool). Devices held only by `released` claims use nothing."""
         got = self._counters.get((driver, pool)) if not released else None
         if got is None:
             got = self._count(driver, pool, released)
             if not released:
                 self._counters[(driver, pool)] = got
-        if isinstance(got, str):
-            return got
-        return {name: dict(counters) for name, counters in got.items()}
+        return got
 
     def _count(
         self, driver: str, pool: str, released: AbstractSet[str]
