@@ -586,16 +586,21 @@ def _parsed(kind: str, obj: dict[str, Any]) -> Any:
     return got
 
 
+def store_of(case: Case, held: str = "allocated") -> DeviceStore:
+    """The case's classes, slices and claims already allocated (`held`), stored."""
+    store = DeviceStore()
+    for kind, key in (("DeviceClass", "classes"), ("ResourceSlice", "slices")):
+        for o in case[key]:
+            store.set(_parsed(kind, o))
+    for o in case.get(held, []):
+        store.set(_parsed("ResourceClaim", o))
+    return store
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_upstream_allocator(name: str) -> None:
     case = CASES[name]
-    store = DeviceStore()
-    for o in case["classes"]:
-        store.set(_parsed("DeviceClass", o))
-    for o in case["slices"]:
-        store.set(_parsed("ResourceSlice", o))
-    for o in case.get("allocated", []):
-        store.set(_parsed("ResourceClaim", o))
+    store = store_of(case)
     claims: list[ResourceClaim] = [_parsed("ResourceClaim", o) for o in case["claims"]]
     labels = {REGION_KEY: "r1", PLANET_KEY: "earth"}
     run: Callable[[], Any] = lambda: allocate(store, claims, NODE1, labels)  # noqa: E731

@@ -76,10 +76,10 @@ from tests.unit.test_dra_allocator_upstream import (
     label_selector,
     local_selector,
     req,
+    store_of,
 )
 from troupe.api.quantity import parse_quantity
 from troupe.dra.allocator import allocate
-from troupe.dra.store import DeviceStore
 from troupe.dra.types import ResourceClaim, parse_dra_object
 
 LABELS = {REGION_KEY: "r1", PLANET_KEY: "earth"}
@@ -1590,14 +1590,9 @@ def _got(r: Mapping[str, Any], share_ids: list[str]) -> Got:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_upstream_allocator_partitionable(name: str) -> None:
     case = CASES[name]
-    store = DeviceStore()
-    for o in case["classes"]:
-        store.set(_parsed("DeviceClass", o))
-    for o in case["slices"]:
-        store.set(_parsed("ResourceSlice", o))
+    store = store_of(case, "held")
     held_ids = set()
     for o in case.get("held", []):
-        store.set(_parsed("ResourceClaim", o))
         for r in o["status"]["allocation"]["devices"]["results"]:
             if "shareID" in r:
                 held_ids.add(r["shareID"])

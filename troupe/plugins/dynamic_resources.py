@@ -688,14 +688,7 @@ class DynamicResources(
                 return SUCCESS
             if clock.now() >= deadline:
                 return error("device binding timeout", plugin=NAME)
-            ev = asyncio.Event()
-            self.store.listeners.append(ev.set)
-            timer = clock.call_at(min(deadline, clock.now() + 5.0), ev.set)
-            try:
-                await ev.wait()
-            finally:
-                timer.cancel()
-                self.store.listeners.remove(ev.set)
+            await self._store_change(min(deadline, clock.now() + 5.0))
 
     async def _event(self, pod: Pod, reason: str, message: str) -> None:
         ref = ObjectRef("Pod", pod.namespace, pod.name, pod.uid)
@@ -772,14 +765,18 @@ class DynamicResources(
             mine = self.store.claim(key)
             if mine is None or mine.allocation is None or clock.now() >= deadline:
                 return  # nothing in flight any more: the write says what is wrong
-            ev = asyncio.Event()
-            self.store.listeners.append(ev.set)
-            timer = clock.call_at(min(deadline, clock.now() + 1.0), ev.set)
-            try:
-                await ev.wait()
-            finally:
-                timer.cancel()
-                self.store.listeners.remove(ev.set)
+            await self._store_change(min(deadline, clock.now() + 1.0))
+
+    async def _store_change(self, at: float) -> None:
+        """Until the device store changes (a watch event) or the clock reaches `at`."""
+        ev = asyncio.Event()
+        self.store.listeners.append(ev.set)
+        timer = self.handle.clock.call_at(at, ev.set)
+        try:
+            await ev.wait()
+        finally:
+            timer.cancel()
+            self.store.listeners.remove(ev.set)
 
     async def _write_once(
         self, base: ResourceClaim, ours: Allocation | None, who: Consumer
