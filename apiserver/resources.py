@@ -135,6 +135,7 @@ BUILTIN: Final[tuple[Resource, ...]] = (
     _r("resource.k8s.io/v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
     _r("resource.k8s.io/v1", "deviceclasses", "DeviceClass", False),
     _r("resource.k8s.io/v1", "resourceslices", "ResourceSlice", False),
+    _r("resource.k8s.io/v1", "devicetaintrules", "DeviceTaintRule", False, [], ["status"]),
     _r("coordination.k8s.io/v1", "leases", "Lease", True),
     _r("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", False),
     _r("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", False),

@@ -50,8 +50,9 @@ from typing import Any, Final
 
 import kopf
 
+from troupe.api.kinds import DEVICE_TAINT_RULE_VERSIONS, VERSIONED, taint_rule_kind
 from troupe.api.storage import STORAGE_PARSERS
-from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
+from troupe.api.types import NATIVE_POD_GROUP_VERSIONS
 from troupe.clock import RealClock
 from troupe.config import SchedulerConfig
 from troupe.dra.types import DRA_KINDS
@@ -60,7 +61,7 @@ from troupe.kube import (
     Credentials,
     KubeClient,
     default_identity,
-    discover_native_pod_groups,
+    discover_version,
     native_kind,
 )
 from troupe.kube.reflector import Reflector
@@ -86,6 +87,10 @@ def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
         "PriorityClass": scheduler.on_priority_class,
         "PodGroup": scheduler.on_pod_group,
         **{native_kind(v): scheduler.on_pod_group for v in NATIVE_POD_GROUP_VERSIONS},
+        **{
+            taint_rule_kind(v): functools.partial(scheduler.on_dra_object, "DeviceTaintRule")
+            for v in DEVICE_TAINT_RULE_VERSIONS
+        },
         "Namespace": scheduler.on_namespace,
         "Service": on_workload,
         "ReplicaSet": on_workload,
@@ -262,25 +267,28 @@ class KopfThread:
 
 
 async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
-    """`kinds` with Kubernetes' own PodGroups narrowed to the version the cluster
-    serves (API discovery), or left out, with one log line, when it serves none."""
-    natives = {native_kind(v) for v in NATIVE_POD_GROUP_VERSIONS}
-    if not natives & set(kinds):
-        return list(kinds)
-    try:
-        version = await discover_native_pod_groups(kube)
-    except Exception as e:
-        log.warning(
-            "API discovery of %s failed (%s): not watching its PodGroups", NATIVE_POD_GROUP_API, e
-        )
-        version = None
-    if version is None:
-        log.info("the cluster serves no %s PodGroups: not watching them", NATIVE_POD_GROUP_API)
-    else:
-        kube.native_pod_group_version = version
-        log.info("watching %s/%s PodGroups", NATIVE_POD_GROUP_API, version)
-    keep = native_kind(version) if version is not None else None
-    return [k for k in kinds if k not in natives or k == keep]
+    """`kinds` with those served in one of several versions (Kubernetes' own
+    PodGroups, DeviceTaintRules) narrowed to the version the cluster serves
+    (API discovery), or left out, with one log line, when it serves none."""
+    out = list(kinds)
+    for kind, (group, versions, plural, key) in VERSIONED.items():
+        family = {key(v) for v in versions}
+        if not family & set(out):
+            continue
+        try:
+            version = await discover_version(kube, group, versions, plural)
+        except Exception as e:
+            log.warning("API discovery of %s failed (%s): not watching its %ss", group, e, kind)
+            version = None
+        if version is None:
+            log.info("the cluster serves no %s %ss: not watching them", group, kind)
+        else:
+            if kind == "PodGroup":
+                kube.native_pod_group_version = version
+            log.info("watching %s/%s %ss", group, version, kind)
+        keep = key(version) if version is not None else None
+        out = [k for k in out if k not in family or k == keep]
+    return out
 
 
 class ElectorProcess:

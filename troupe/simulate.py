@@ -50,7 +50,7 @@ from typing import Any, Final
 
 import yaml
 
-from troupe.api.kinds import CLUSTER_SCOPED, OBJECT_KINDS
+from troupe.api.kinds import CLUSTER_SCOPED, DEVICE_TAINT_RULE_VERSIONS, OBJECT_KINDS
 from troupe.api.parse import parse_pod
 from troupe.api.storage import STORAGE_PARSERS, pod_claim_names
 from troupe.api.types import (
@@ -94,6 +94,7 @@ STORAGE_KINDS = tuple(STORAGE_PARSERS)
 # resourceclaim controller reads them.
 KINDS = (*OBJECT_KINDS, "ResourceClaimTemplate")
 DRA_INPUT_KINDS: Final = (*DRA_KINDS, "ResourceClaimTemplate")
+TAINT_RULE_APIS: Final = tuple(f"resource.k8s.io/{v}" for v in DEVICE_TAINT_RULE_VERSIONS)
 # The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
 _PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
 _PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
@@ -233,7 +234,13 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         raise InputError(
             f"{where}: PodDisruptionBudget apiVersion {doc.get('apiVersion')!r} is not policy/v1"
         )
-    if kind in DRA_INPUT_KINDS and doc.get("apiVersion") != RESOURCE_API:
+    if kind == "DeviceTaintRule":
+        if doc.get("apiVersion") not in TAINT_RULE_APIS:
+            raise InputError(
+                f"{where}: DeviceTaintRule apiVersion {doc.get('apiVersion')!r} is not one of "
+                f"{', '.join(TAINT_RULE_APIS)}"
+            )
+    elif kind in DRA_INPUT_KINDS and doc.get("apiVersion") != RESOURCE_API:
         raise InputError(
             f"{where}: {kind} apiVersion {doc.get('apiVersion')!r} is not {RESOURCE_API} "
             "(convert older versions with kubectl convert or re-export from a 1.34+ cluster)"

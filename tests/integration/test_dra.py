@@ -203,3 +203,58 @@ def test_a_share_of_a_device_claims_share_is_written_with_its_share_id_and_capac
     )
     assert len(result["shareID"]) == 36
     assert result["consumedCapacity"] == {"bandwidth": "3G"}
+
+
+TAINTED = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "gpu.example.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: n1-gpu.example.com}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {name: n1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}, {name: gpu-1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: gpu-0-ecc}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: n1, device: gpu-0}
+  taint: {key: example.com/ecc-errors, value: "true", effect: NoSchedule}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: gpu, namespace: default}
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  schedulerName: troupe-scheduler
+  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
+  resourceClaims: [{name: gpu, resourceClaimName: gpu}]
+"""
+
+
+def test_an_admins_device_taint_rule_keeps_the_pod_off_the_tainted_gpu(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """A DeviceTaintRule applied with kubectl (resource.k8s.io/v1, found by API
+    discovery) taints gpu-0: `troupe run` allocates gpu-1."""
+    kubectl, node = bound(api, tmp_path, TAINTED, "trainer")
+    assert node == "n1"
+    claim = json.loads(kubectl("get", "resourceclaim", "gpu", "-o", "json"))
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-1"

@@ -17,6 +17,31 @@ def native_kind(version: str) -> str:
     return f"PodGroup.{NATIVE_POD_GROUP_API}/{version}"
 
 
+RESOURCE_API: Final = "resource.k8s.io"
+# DeviceTaintRule: GA (v1) in Kubernetes 1.37, beta (v1beta2) in 1.36, alpha
+# (v1alpha3) before; the newest the cluster serves is watched.
+DEVICE_TAINT_RULE_VERSIONS: Final = ("v1", "v1beta2", "v1alpha3")
+
+
+def taint_rule_kind(version: str) -> str:
+    """The key under which WATCHED holds DeviceTaintRules of `version`."""
+    return f"DeviceTaintRule.{RESOURCE_API}/{version}"
+
+
+# Kinds a cluster serves in one of several versions (API discovery picks the
+# first it serves, or none): group, versions in order of preference, plural,
+# and the WATCHED key of a version.
+VERSIONED: Final = {
+    "PodGroup": (NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS, "podgroups", native_kind),
+    "DeviceTaintRule": (
+        RESOURCE_API,
+        DEVICE_TAINT_RULE_VERSIONS,
+        "devicetaintrules",
+        taint_rule_kind,
+    ),
+}
+
+
 def object_kind(key: str) -> str:
     """The `kind` of the objects a WATCHED key stands for (both PodGroup APIs
     give "PodGroup")."""
@@ -43,6 +68,11 @@ WATCHED: Final = {
     # Dynamic Resource Allocation: classes and slices before the claims that use them.
     "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses"),
     "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices"),
+    # Admins' taints on devices: the operator watches the one version discovery finds.
+    **{
+        taint_rule_kind(v): (RESOURCE_API, v, "devicetaintrules")
+        for v in DEVICE_TAINT_RULE_VERSIONS
+    },
     "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
     "PodGroup": (POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups"),
     # Kubernetes' own PodGroups: the operator watches the one version discovery finds.
@@ -62,6 +92,7 @@ CLUSTER_SCOPED: Final = frozenset(
         "CSIDriver",
         "DeviceClass",
         "ResourceSlice",
+        "DeviceTaintRule",
     }
 )
 

@@ -171,7 +171,7 @@ def _candidates(
         return not any(
             t.effect in DO_NOT_SCHEDULE_EFFECTS
             and not any(tol.tolerates(t) for tol in req.tolerations)
-            for t in p.device.taints
+            for t in store.taints(p)
         )
 
     key = (cls.name, cls.resource_version, req.selectors, req.tolerations)

@@ -26,11 +26,13 @@ from fractions import Fraction
 from typing import Any
 
 from troupe.api.selectors import node_selector_matches
+from troupe.api.types import Taint
 from troupe.dra.cel import CelError, DeviceEnv, Selector, compile_selector
 from troupe.dra.types import (
     Device,
     DeviceClass,
     DeviceID,
+    DeviceTaintRule,
     DraObject,
     ResourceClaim,
     ResourceSlice,
@@ -115,6 +117,9 @@ class DeviceStore:
         self._matching: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
         self.listeners: list[Callable[[], None]] = []
+        self._rules: dict[str, DeviceTaintRule] = {}
+        # (slice name, device index) -> (the slice, its taints with the rules')
+        self._rule_taints: dict[tuple[str, int], tuple[ResourceSlice, tuple[Taint, ...]]] = {}
         self._extended: dict[str, str] | None = None  # extendedResourceName -> class
 
     # ---- API objects -----------------------------------------------------------------
@@ -154,14 +159,57 @@ class DeviceStore:
             self._node_matches.clear()
             self._published.pop(obj.name, None)
             self._matching.pop(obj.name, None)
+        elif isinstance(obj, DeviceTaintRule):
+            old = self._rules.pop(obj.name, None)
+            if not deleted:
+                self._rules[obj.name] = obj
+            # What each device admits depends on the rules: judged again.
+            self._rule_taints.clear()
+            self._matching.clear()
+            self._node_matches.clear()
         else:
             old = self._classes.pop(obj.name, None)
             if not deleted:
                 self._classes[obj.name] = obj
             self._extended = None
+            if self._rules:
+                self._rule_taints.clear()  # a rule may select by class
         for fn in self.listeners:
             fn()
         return old
+
+    def taints(self, p: Published) -> tuple[Taint, ...]:
+        """The device's taints: its slice's, and those of the DeviceTaintRules
+        that select it."""
+        if not self._rules:
+            return p.device.taints
+        key = (p.slice.name, p.index)
+        got = self._rule_taints.get(key)
+        if got is None or got[0] is not p.slice:
+            extra = tuple(
+                r.taint
+                for _, r in sorted(self._rules.items())
+                if r.taint is not None and self._selects(r, p)
+            )
+            got = self._rule_taints[key] = (p.slice, p.device.taints + extra)
+        return got[1]
+
+    def _selects(self, r: DeviceTaintRule, p: Published) -> bool:
+        if not r.selected:
+            return False
+        d = p.id
+        if (r.driver and r.driver != d.driver) or (r.pool and r.pool != d.pool):
+            return False
+        if r.device and r.device != d.device:
+            return False
+        exprs = list(r.selectors)
+        if r.device_class:
+            cls = self._classes.get(r.device_class)
+            if cls is None:
+                return False
+            exprs[:0] = cls.selectors
+        # A selector that fails on the device does not select it.
+        return all(self.selects(e, p) is True for e in exprs)
 
     def _index_slice(self, s: ResourceSlice) -> None:
         self._pools.setdefault((s.driver, s.pool), set()).add(s.name)

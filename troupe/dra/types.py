@@ -30,8 +30,15 @@ from troupe.api._read import (
 from troupe.api.parse import _guarded, parse_timestamp
 from troupe.api.quantity import parse_quantity
 from troupe.api.selectors import parse_node_selector
-from troupe.api.taints import parse_taint, parse_toleration
-from troupe.api.types import InvalidObject, NodeSelector, ParseError, Taint, Toleration
+from troupe.api.taints import parse_toleration
+from troupe.api.types import (
+    InvalidObject,
+    NodeSelector,
+    ParseError,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
 
 RESOURCE_API: Final = "resource.k8s.io/v1"
 EXACT_COUNT: Final = "ExactCount"
@@ -259,7 +266,27 @@ class ResourceClaim:
         return f"{self.namespace}/{self.name}"
 
 
-DraObject = ResourceClaim | ResourceSlice | DeviceClass
+@dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """An admin's taint on the devices its selector picks (all of driver,
+    pool, device, class and CEL selectors that are set must match)."""
+
+    name: str
+    resource_version: str
+    taint: Taint | None  # None: an effect that does not keep pods off (None)
+    driver: str = ""
+    pool: str = ""
+    device: str = ""
+    device_class: str = ""
+    selectors: tuple[str, ...] = ()
+    selected: bool = True  # False: no deviceSelector, which taints nothing
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+DraObject = ResourceClaim | ResourceSlice | DeviceClass | DeviceTaintRule
 
 
 # ---- readers ---------------------------------------------------------------------
@@ -369,7 +396,7 @@ def _device(
             )
         else:
             policies.pop(q, None)
-    taints = tuple(parse_taint(t, p) for p, t in get_objs(item, "taints", prefix))
+    taints = device_taints(item, prefix)
     consumes = []
     seen_sets: set[str] = set()
     for p, c in get_objs(item, "consumesCounters", prefix):
@@ -679,10 +706,55 @@ def _parse_claim(obj: Mapping[str, Any]) -> ResourceClaim:
     )
 
 
+def device_taint(item: Mapping[str, Any], prefix: str) -> Taint | None:
+    """A device taint; None for the effects that keep no pod off a device
+    ("None", and any effect this version does not know, as kube treats them)."""
+    key = get_str(item, "key", prefix)
+    if not key:
+        raise required(f"{prefix}key")
+    effect = get_str(item, "effect", prefix)
+    if not effect:
+        raise required(f"{prefix}effect")
+    if effect not in (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE):
+        return None
+    return Taint(key, get_str(item, "value", prefix), TaintEffect(effect))
+
+
+def device_taints(item: Mapping[str, Any], prefix: str) -> tuple[Taint, ...]:
+    return tuple(
+        t for p, x in get_objs(item, "taints", prefix) if (t := device_taint(x, p)) is not None
+    )
+
+
+def _parse_taint_rule(obj: Mapping[str, Any]) -> DeviceTaintRule:
+    md = get_map(obj, "metadata", "")
+    spec = get_map(obj, "spec", "")
+    raw = spec.get("taint")
+    if not isinstance(raw, Mapping):
+        raise required("spec.taint")
+    sel = spec.get("deviceSelector")
+    if sel is not None and not isinstance(sel, Mapping):
+        raise invalid("spec.deviceSelector", sel, "must be an object")
+    sel = sel or {}
+    p = "spec.deviceSelector."
+    return DeviceTaintRule(
+        name=get_str(md, "name", "metadata."),
+        resource_version=get_str(md, "resourceVersion", "metadata."),
+        taint=device_taint(raw, "spec.taint."),
+        driver=get_str(sel, "driver", p),
+        pool=get_str(sel, "pool", p),
+        device=get_str(sel, "device", p),
+        device_class=get_str(sel, "deviceClassName", p),
+        selectors=_selectors(sel, p),
+        selected=spec.get("deviceSelector") is not None,
+    )
+
+
 _PARSERS: Final[dict[str, tuple[bool, Callable[[Mapping[str, Any]], DraObject]]]] = {
     "ResourceClaim": (True, _parse_claim),
     "ResourceSlice": (False, _parse_slice),
     "DeviceClass": (False, _parse_class),
+    "DeviceTaintRule": (False, _parse_taint_rule),
 }
 DRA_KINDS: Final = tuple(_PARSERS)
 
@@ -709,6 +781,7 @@ __all__ = [
     "DeviceCondition",
     "DeviceID",
     "DeviceRequest",
+    "DeviceTaintRule",
     "ExactRequest",
     "ResourceClaim",
     "ResourceSlice",

@@ -19,7 +19,7 @@ from troupe.kube.credentials import (
     load_api_client,
     load_configuration,
 )
-from troupe.kube.discovery import discover_native_pod_groups
+from troupe.kube.discovery import discover_native_pod_groups, discover_version
 from troupe.kube.errors import ApiError, api_error
 from troupe.kube.lease import KubeLease
 
@@ -35,6 +35,7 @@ __all__ = [
     "credentials_of",
     "default_identity",
     "discover_native_pod_groups",
+    "discover_version",
     "load_api_client",
     "load_configuration",
     "native_kind",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes import client as k8s
@@ -19,13 +20,22 @@ log = logging.getLogger(__name__)
 
 
 async def discover_native_pod_groups(kube: KubeClient) -> str | None:
-    """The scheduling.k8s.io version whose PodGroups to watch, or None.
+    """The scheduling.k8s.io version whose PodGroups to watch, or None (see
+    `discover_version`): v1beta1 before v1alpha2. A cluster without the API
+    (older, or the GenericWorkload gate off) is normal."""
+    return await discover_version(
+        kube, NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS, "podgroups"
+    )
 
-    API discovery, as kube-scheduler's informers would find the resource: GET
-    /apis/scheduling.k8s.io for the versions served, then, of those Troupe
-    reads (v1beta1 before v1alpha2), the first whose resource list has
-    `podgroups`. A cluster without the API (older, or the GenericWorkload gate
-    off) is normal: None, and one log line by the caller.
+
+async def discover_version(
+    kube: KubeClient, group: str, versions: Sequence[str], plural: str
+) -> str | None:
+    """The first of `versions` of the API `group` whose resource list has
+    `plural`, or None: API discovery, as kube-scheduler's informers would find
+    the resource (GET /apis/<group> for the versions served, then the version's
+    resource list). A cluster that serves none is normal: None, and one log
+    line by the caller.
     """
 
     def fetch(path: str, t: tuple[float, float]) -> bytes | None:
@@ -50,15 +60,15 @@ async def discover_native_pod_groups(kube: KubeClient) -> str | None:
         doc = json.loads(data) if data is not None else None
         return doc if isinstance(doc, dict) else None
 
-    group = await get(f"/apis/{NATIVE_POD_GROUP_API}")
-    served = {v.get("version") for v in (group or {}).get("versions") or [] if isinstance(v, dict)}
-    for version in NATIVE_POD_GROUP_VERSIONS:
+    doc = await get(f"/apis/{group}")
+    served = {v.get("version") for v in (doc or {}).get("versions") or [] if isinstance(v, dict)}
+    for version in versions:
         if version not in served:
             continue
-        resources = await get(f"/apis/{NATIVE_POD_GROUP_API}/{version}")
+        resources = await get(f"/apis/{group}/{version}")
         names = {
             r.get("name") for r in (resources or {}).get("resources") or [] if isinstance(r, dict)
         }
-        if "podgroups" in names:
+        if plural in names:
             return version
     return None

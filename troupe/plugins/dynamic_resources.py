@@ -919,6 +919,11 @@ class DynamicResources(
                 ClusterEvent(EventResource.RESOURCE_SLICE, every), devices_changed
             ),
             ClusterEventWithHint(ClusterEvent(EventResource.DEVICE_CLASS, every), devices_changed),
+            # An admin's taint lifted or changed may free devices.
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.DEVICE_TAINT_RULE, every | ActionType.DELETE),
+                devices_changed,
+            ),
         ]
 
 
