@@ -20,25 +20,17 @@ pytestmark = pytest.mark.skipif(
     not KUBECTL.exists(), reason=f"kubectl not installed at {KUBECTL} (run `make install`)"
 )
 
-MANIFEST = """
+# The class of the fake GPU driver, and a pod "trainer" claiming one GPU by
+# the claim "gpu": what the manifests below share.
+GPU_CLASS = """
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
 metadata: {name: gpu.example.com}
 spec:
   selectors:
   - cel: {expression: 'device.driver == "gpu.example.com"'}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceSlice
-metadata: {name: n1-gpu.example.com}
-spec:
-  driver: gpu.example.com
-  nodeName: n1
-  pool: {name: n1, generation: 1, resourceSliceCount: 1}
-  devices:
-  - name: gpu-0
-    attributes: {model: {string: a100}}
----
+"""
+TRAINER = """
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: gpu, namespace: default}
@@ -56,6 +48,19 @@ spec:
   containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
   resourceClaims: [{name: gpu, resourceClaimName: gpu}]
 """
+
+MANIFEST = f"""{GPU_CLASS}---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: n1-gpu.example.com}}
+spec:
+  driver: gpu.example.com
+  nodeName: n1
+  pool: {{name: n1, generation: 1, resourceSliceCount: 1}}
+  devices:
+  - name: gpu-0
+    attributes: {{model: {{string: a100}}}}
+---{TRAINER}"""
 
 
 @pytest.fixture
@@ -205,47 +210,23 @@ def test_a_share_of_a_device_claims_share_is_written_with_its_share_id_and_capac
     assert result["consumedCapacity"] == {"bandwidth": "3G"}
 
 
-TAINTED = """
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata: {name: gpu.example.com}
-spec:
-  selectors:
-  - cel: {expression: 'device.driver == "gpu.example.com"'}
----
+TAINTED = f"""{GPU_CLASS}---
 apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
-metadata: {name: n1-gpu.example.com}
+metadata: {{name: n1-gpu.example.com}}
 spec:
   driver: gpu.example.com
   nodeName: n1
-  pool: {name: n1, generation: 1, resourceSliceCount: 1}
-  devices: [{name: gpu-0}, {name: gpu-1}]
+  pool: {{name: n1, generation: 1, resourceSliceCount: 1}}
+  devices: [{{name: gpu-0}}, {{name: gpu-1}}]
 ---
 apiVersion: resource.k8s.io/v1
 kind: DeviceTaintRule
-metadata: {name: gpu-0-ecc}
+metadata: {{name: gpu-0-ecc}}
 spec:
-  deviceSelector: {driver: gpu.example.com, pool: n1, device: gpu-0}
-  taint: {key: example.com/ecc-errors, value: "true", effect: NoSchedule}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaim
-metadata: {name: gpu, namespace: default}
-spec:
-  devices:
-    requests:
-    - name: gpu
-      exactly: {deviceClassName: gpu.example.com}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: trainer, namespace: default}
-spec:
-  schedulerName: troupe-scheduler
-  containers: [{name: c, image: busybox, resources: {requests: {cpu: 100m}}}]
-  resourceClaims: [{name: gpu, resourceClaimName: gpu}]
-"""
+  deviceSelector: {{driver: gpu.example.com, pool: n1, device: gpu-0}}
+  taint: {{key: example.com/ecc-errors, value: "true", effect: NoSchedule}}
+---{TRAINER}"""
 
 
 def test_an_admins_device_taint_rule_keeps_the_pod_off_the_tainted_gpu(
