@@ -175,11 +175,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.lease_namespace is not None:
         le = replace(le, resource_namespace=args.lease_namespace)
     if args.leader_elect is not None:
-        le = replace(le, leader_elect=args.leader_elect)
+        le = replace(le, leader_elect=args.leader_elect == "true")
     config = replace(config, client_connection=cc, leader_election=le)
     if cc.qps <= 0 or cc.burst < 1:
         print("troupe: --qps must be > 0 and --burst >= 1", file=sys.stderr)
         return 2
+    if cc.kubeconfig:
+        # The kubernetes library's own message for a missing file does not name it.
+        where = "--kubeconfig" if args.kubeconfig is not None else "clientConnection.kubeconfig"
+        try:
+            with open(cc.kubeconfig, "rb"):
+                pass
+        except OSError as e:
+            print(f"troupe: {where} {cc.kubeconfig}: {e.strerror or e}", file=sys.stderr)
+            return 2
     try:
         kube = KubeClient(
             load_api_client(cc.kubeconfig or None),
@@ -224,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="json: one object per line, for log collectors",
     )
+    parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser(
         "simulate", help="schedule a cluster described in YAML or JSON, no API server"
@@ -310,8 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--leader-elect",
         default=None,
-        type=lambda v: {"true": True, "false": False}[v.lower()],
-        metavar="true|false",
+        type=str.lower,
+        choices=("true", "false"),
         help="take part in leader election (default: leaderElection.leaderElect, true)",
     )
     run.add_argument(
