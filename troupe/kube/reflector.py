@@ -13,6 +13,7 @@ in resourceVersion order and never older than what was delivered before:
   remembered with their resourceVersion (deletions as tombstones until a list
   at least as new has been seen), and an older version is dropped. An object
   known at a newer version than the list's is not deleted by that list.
+  Tombstones are bounded (`MAX_TOMBSTONES`, the oldest go first; see `Known`).
 - A watch that ends is resumed from the last resourceVersion seen (a bookmark's
   included); 410 Gone (as the HTTP status or an ERROR event) means a re-list.
   Other failures back off and resume, then re-list if resuming fails again.
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 PAGE_SIZE: Final = 500
 NOT_SERVED_RETRY_SECONDS: Final = 60.0
+# The most recent deletions remembered per kind (see `Known`).
+MAX_TOMBSTONES: Final = 1024
 
 Sink = Callable[[str, dict[str, Any], bool], None]
 
@@ -80,10 +83,28 @@ def older(a: str, b: str) -> bool:
 @dataclass(slots=True)
 class Known:
     """What one reflector has delivered: each object's last resourceVersion and
-    body, and recent deletions (tombstones)."""
+    body, and recent deletions (tombstones).
+
+    A tombstone only refuses a stale list (or event) that would bring back an
+    object the watch deleted. A list at least as new answers it and drops it;
+    without a re-list (the usual case: a watch that never gets 410) they would
+    pile up, one per deletion, so only the `max_tombstones` most recent are kept,
+    the oldest out (they are in the order the deletions arrived, which is
+    resourceVersion order). A stale list older than a forgotten deletion brings
+    the object back until the watch that follows it, started from that list's
+    resourceVersion, delivers the deletion again: client-go, which keeps no
+    tombstones, does that for every deletion."""
 
     objects: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     tombstones: dict[str, str] = field(default_factory=dict)
+    max_tombstones: int = MAX_TOMBSTONES
+
+    def _bury(self, key: str, rv: str) -> None:
+        """Remember a deletion as the newest tombstone; forget the oldest beyond the bound."""
+        self.tombstones.pop(key, None)
+        self.tombstones[key] = rv
+        while len(self.tombstones) > self.max_tombstones:
+            del self.tombstones[next(iter(self.tombstones))]
 
     def upsert(self, obj: dict[str, Any]) -> bool:
         """Whether to deliver an add/update: newer than what is known."""
@@ -106,7 +127,7 @@ class Known:
         if have is not None and older(rv, have[0]):
             return None  # a delete of a version before one we have seen: stale
         self.objects.pop(key, None)
-        self.tombstones[key] = rv
+        self._bury(key, rv)
         return obj
 
     def replace(
@@ -125,7 +146,7 @@ class Known:
             if list_rv and rv and older(list_rv, rv):
                 continue  # seen after this list was taken: the list cannot know it
             del self.objects[key]
-            self.tombstones[key] = list_rv or rv
+            self._bury(key, list_rv or rv)
             out.append((obj, True))
         # Tombstones older than this list are answered by the list itself.
         if list_rv:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from troupe.kube.errors import Gone, NotServed
-from troupe.kube.reflector import Known, Reflector
+from troupe.kube.reflector import MAX_TOMBSTONES, Known, Reflector
 
 
 def obj(name: str, rv: int, ns: str = "default") -> dict[str, Any]:
@@ -205,3 +205,28 @@ def test_a_broken_stream_resumes_from_the_last_version_seen() -> None:
     assert "resourceVersion=1" in watches[0]
     assert all("resourceVersion=2" in p for p in watches[1:3])
     assert r.relists == 0
+
+
+def test_tombstones_are_bounded_and_the_recent_ones_still_refuse_a_stale_list() -> None:
+    """Found by a hostile probe: 3000 create/delete cycles left 3000 tombstones
+    (only a re-list dropped them). The most recent MAX_TOMBSTONES are kept: a
+    list from a stale cache still cannot bring back an object deleted lately."""
+    events: list[dict[str, Any]] = []
+    for i in range(3000):
+        events.append({"type": "ADDED", "object": obj(f"p{i}", 2 + 2 * i)})
+        events.append({"type": "DELETED", "object": obj(f"p{i}", 3 + 2 * i)})
+    r = Reflector("Pod", Script([page(rv=1)], [events]), lambda *_: None)
+    run_until_quiet(r)
+    k = r.known
+    assert not k.objects
+    assert len(k.tombstones) == MAX_TOMBSTONES < 3000
+    oldest = 3000 - MAX_TOMBSTONES
+    # A list from a cache behind all the remembered deletions refuses the object,
+    # and so does a stale event of the latest one.
+    assert names(k.replace([obj(f"p{oldest}", 2 + 2 * oldest)], str(2 + 2 * oldest))) == []
+    assert not k.upsert(obj("p2999", 2 + 2 * 2999))
+    assert not k.objects
+    # A deletion older than those remembered is forgotten: a stale view brings it
+    # back until the watch from that view's version delivers the deletion again
+    # (as client-go, which keeps no tombstones, for every deletion).
+    assert k.upsert(obj(f"p{oldest - 1}", 2 + 2 * (oldest - 1)))
