@@ -295,9 +295,14 @@ def demo(args: argparse.Namespace) -> int:
                     (decided and quiet >= 3.0) or time.monotonic() > deadline
                 ):
                     break
+            exited = not troupe.running
             status = troupe.stop() if troupe.running else troupe.wait()
         if status != 0:
             say(f"troupe run exited with {status}:\n{troupe.log()[-3000:]}")
+            if exited:  # it ended by itself (a port taken, a bad configuration): no summary
+                lines = troupe.log().strip().splitlines()
+                say(f"troupe run failed: {lines[-1] if lines else f'exit status {status}'}")
+                return 1
         bound = sum(1 for b, _ in seen_pods.values() if b)
         say(f"{bound} of {len(seen_pods)} pods bound; the rest say why they wait.")
         return 0 if bound and status == 0 else 1

@@ -155,6 +155,7 @@ def _run(args: argparse.Namespace) -> int:
     from troupe.config import ConfigError, load_config
     from troupe.framework.runtime import ProfileError
     from troupe.kube import KubeClient, load_api_client
+    from troupe.metrics import ServeError
     from troupe.operator import run
     from troupe.plugins.registry import IN_TREE
 
@@ -214,6 +215,9 @@ def _run(args: argparse.Namespace) -> int:
     except ProfileError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
+    except ServeError as e:
+        print(f"troupe: {e}", file=sys.stderr)
+        return 1
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ carries its liveness-type checks.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
@@ -61,6 +62,15 @@ class HealthReport:
     status: int
     body: str
     failed: dict[str, str]
+
+
+class ServeError(Exception):
+    """The port cannot be served (taken, or an address this machine does not have)."""
+
+
+def address(host: str, port: int) -> str:
+    """`host:port` as Go prints it (`[::1]:10259` for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _ping() -> None:
@@ -394,7 +404,12 @@ class Metrics:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as e:
+            await runner.cleanup()
+            why = os.strerror(e.errno).lower() if e.errno else str(e)
+            raise ServeError(f"cannot serve on {address(host, port)}: {why}") from None
         return runner.cleanup
 
 

@@ -67,7 +67,7 @@ from troupe.kube import (
 from troupe.kube.reflector import Reflector
 from troupe.kube.transport import LoopHttp
 from troupe.leader import LeaderElector
-from troupe.metrics import Metrics
+from troupe.metrics import Metrics, ServeError
 from troupe.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -466,6 +466,7 @@ async def run(
     on_synced: Callable[[], None] | None = None,
 ) -> int:
     """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
+    Raises ServeError, having given up the Lease, when the port cannot be served.
 
     Leader election, its Lease and timings come from `config.leader_election`.
     `on_synced` is called once the caches hold the initial lists (`troupe run`
@@ -544,13 +545,21 @@ async def run(
         # Until this replica leads, it writes nothing.
         kube.fence = election.leading
         scheduler.writes_enabled = False
-    kinds = await watched_kinds(kube, kinds)
-    unsynced.update(kinds)
+    # The port first, as kube-scheduler binds its secure port before it starts:
+    # a replica that cannot serve its probes ends at once, leader or standby.
     port = config.troupe.metrics_port if metrics_port is None else metrics_port
     explain = scheduler.decisions.get if scheduler.decisions is not None else None
-    close_metrics = (
-        await metrics.serve(metrics_host, port, synced.is_set, explain) if port else None
-    )
+    try:
+        close_metrics = (
+            await metrics.serve(metrics_host, port, synced.is_set, explain) if port else None
+        )
+    except ServeError:
+        if election is not None:
+            await election.stop()  # the child ignores SIGTERM: left alone, exit would wait on it
+        await kube.aclose()
+        raise
+    kinds = await watched_kinds(kube, kinds)
+    unsynced.update(kinds)
     kopf_thread = KopfThread(build_registry(scheduler, loop, kube, kinds, kind_synced))
     kopf_thread.start()
     metrics.set_leader(le.resource_name, False)
