@@ -35,7 +35,7 @@ from troupe.context import (
     pod_ref,
     pod_scheduled_condition,
 )
-from troupe.dra.types import parse_dra_object
+from troupe.dra.types import ResourceClaim, parse_dra_object
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -162,6 +162,8 @@ class EventHandlers:
             self._report_invalid(new)
             return
         self.invalid.pop(new.key, None)
+        if isinstance(new, ResourceClaim) and not deleted and self.cache.devices.stale(new):
+            return  # older than what PreBind's own write returned: no change
         old = self.cache.devices.set(new, deleted)
         action = ActionType.DELETE if deleted else ActionType.UPDATE if old else ActionType.ADD
         self.ctx.emit(ClusterEvent(EventResource(kind), action), old, None if deleted else new)

@@ -5,9 +5,18 @@ in use.
 Assumed claims (kube-scheduler's in-flight allocations): Reserve puts a claim
 with its new allocation and the pod in `reservedFor` over the API's object
 (`assume`); readers (`claim`, `in_use`) see it, so no other pod is given the
-same devices while PreBind writes. `restore` (Unreserve) drops it; a version
-from the API with another resourceVersion replaces it (the write came back,
-or someone else changed the claim).
+same devices while PreBind writes. It stays until PreBind's last write to the
+claim has returned (`written`: the API's answer becomes the claim as readers
+see it) or Unreserve gives it up (`restore`); no watch event replaces it
+meanwhile, since PreBind writes the claim more than once (its finalizer, then
+its allocation) and the echo of the first write has no allocation yet. Only
+the claim's deletion (or a new claim under its name) drops it. While the API's
+version and the assumed one differ, a device either of them allocates is in
+use: a device is free only when no view of any claim holds it.
+
+No older view of a claim wins: a version whose resourceVersion is older than
+the one held (PreBind's answer can overtake the watch events of the writes
+before it) is ignored, as kube's assume cache ignores it.
 
 Devices are read through `devices_for(node)`: the devices of the slices
 published for the node by name, by a node selector that matches it or for all
@@ -75,6 +84,16 @@ def device_on_node(d: Device, node: str, labels: Mapping[str, str]) -> bool:
     return d.node_selector is not None and node_selector_matches(d.node_selector, labels, node)
 
 
+def older(rv: str, than: str) -> bool:
+    """Whether resourceVersion `rv` is older than `than` (kube's assume cache
+    compares them as integers; versions that are not both integers are not
+    ordered, and the newer-looking one is taken)."""
+    try:
+        return int(rv) < int(than)
+    except ValueError:
+        return False
+
+
 def selector(expr: str) -> Selector | CelError:
     """The compiled selector, or the error that says why it cannot be."""
     try:
@@ -95,6 +114,8 @@ class DeviceStore:
         self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> slice names
         # Devices in use by allocated claims (as readers see them) -> claim keys.
         self._in_use: dict[DeviceID, set[str]] = {}
+        # Claim key -> the devices indexed for it (and whether as a share).
+        self._indexed: dict[str, list[tuple[DeviceID, bool]]] = {}
         # Devices claims share (consumable capacity) -> claim key -> what each
         # of its shares takes.
         self._shared: dict[DeviceID, dict[str, list[Mapping[str, Fraction]]]] = {}
@@ -130,16 +151,16 @@ class DeviceStore:
         old: DraObject | None
         if isinstance(obj, ResourceClaim):
             old = self.claim(obj.key)
+            if not deleted and self.stale(obj):
+                return old  # an older view than the one held changes nothing
             assumed = self._assumed.get(obj.key)
-            if deleted or (
-                assumed is not None and assumed.resource_version != obj.resource_version
-            ):
+            if assumed is not None and (deleted or assumed.uid != obj.uid):
                 self._assumed.pop(obj.key, None)
             if deleted:
                 self._claims.pop(obj.key, None)
             else:
                 self._claims[obj.key] = obj
-            self._reindex_claim(obj.key, old)
+            self._reindex_claim(obj.key)
         elif isinstance(obj, ResourceSlice):
             old = self._slices.pop(obj.name, None)
             if old is not None:
@@ -494,51 +515,79 @@ class DeviceStore:
 
     # ---- assumed claims --------------------------------------------------------------
 
+    def stale(self, claim: ResourceClaim) -> bool:
+        """Whether the claim is an older version than the one held (the same
+        claim, by uid): such a view changes nothing (`set` ignores it)."""
+        held = self._claims.get(claim.key)
+        return (
+            held is not None
+            and held.uid == claim.uid
+            and older(claim.resource_version, held.resource_version)
+        )
+
     def assume(self, claim: ResourceClaim) -> ResourceClaim:
         """Put the claim (with an allocation and consumers not yet written) over
-        the API's; returns the version readers saw before."""
+        the API's until `written` or `restore`; returns the version readers saw
+        before."""
         before = self.claim(claim.key)
         self._assumed[claim.key] = claim
-        self._reindex_claim(claim.key, before)
+        self._reindex_claim(claim.key)
         return before or claim
+
+    def written(self, claim: ResourceClaim) -> None:
+        """PreBind's write of the claim returned this version (the API's
+        answer): readers see it from now on (unless the watch already brought a
+        newer one), and the version assumed at Reserve is given up."""
+        if not self.stale(claim):
+            self._claims[claim.key] = claim
+        self._assumed.pop(claim.key, None)
+        self._reindex_claim(claim.key)
+        for fn in self.listeners:
+            fn()
 
     def restore(self, key: str) -> None:
         """Drop the assumed version of a claim (Unreserve)."""
-        old = self.claim(key)
         if self._assumed.pop(key, None) is not None:
-            self._reindex_claim(key, old)
+            self._reindex_claim(key)
             for fn in self.listeners:
                 fn()
 
-    def _reindex_claim(self, key: str, old: ResourceClaim | None) -> None:
-        if old is not None and old.allocation is not None:
-            for r in old.allocation.results:
-                if r.admin_access:
-                    continue
+    def _reindex_claim(self, key: str) -> None:
+        """Index the devices the claim holds: those its API version allocates
+        and those of the version assumed over it (a device either holds is in
+        use)."""
+        for d, shared in self._indexed.pop(key, ()):
+            if shared:
+                shares = self._shared.get(d)
+                if shares is not None:
+                    shares.pop(key, None)
+                    if not shares:
+                        del self._shared[d]
+            else:
+                users = self._in_use.get(d)
+                if users is not None:
+                    users.discard(key)
+                    if not users:
+                        del self._in_use[d]
+            if self._counters:
+                self._counters.pop((d.driver, d.pool), None)
+        indexed: list[tuple[DeviceID, bool]] = []
+        seen: set[tuple[DeviceID, str]] = set()
+        for c in (self._claims.get(key), self._assumed.get(key)):
+            if c is None or c.allocation is None:
+                continue
+            for r in c.allocation.results:
                 d = r.device_id
-                if r.share_id:
-                    shares = self._shared.get(d)
-                    if shares is not None:
-                        shares.pop(key, None)
-                        if not shares:
-                            del self._shared[d]
-                else:
-                    users = self._in_use.get(d)
-                    if users is not None:
-                        users.discard(key)
-                        if not users:
-                            del self._in_use[d]
-                if self._counters:
-                    self._counters.pop((d.driver, d.pool), None)
-        new = self.claim(key)
-        if new is not None and new.allocation is not None:
-            for r in new.allocation.results:
-                if r.admin_access:
+                if r.admin_access or (d, r.share_id) in seen:
                     continue
-                d = r.device_id
+                seen.add((d, r.share_id))
                 if r.share_id:
                     self._shared.setdefault(d, {}).setdefault(key, []).append(r.consumed)
                 else:
                     self._in_use.setdefault(d, set()).add(key)
+                if (d, bool(r.share_id)) not in indexed:
+                    indexed.append((d, bool(r.share_id)))
                 if self._counters:
                     self._counters.pop((d.driver, d.pool), None)
+        if indexed:
+            self._indexed[key] = indexed

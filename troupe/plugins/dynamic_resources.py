@@ -719,19 +719,20 @@ class DynamicResources(
             status=True,
         )
         await client.set_extended_resource_claim_status(pod.key, status_body(name, s.extended_used))
-        # The claim now holds the devices under its own name (in flight until
-        # the watch brings it).
+        # The claim now holds the devices under its own name, as the API
+        # answered (older watch events of it change nothing).
+        claim = _read_claim(got)
+        self.store.written(claim)
         placeholder = placeholder_key(pod)
         self.store.restore(placeholder)
         s.assumed.pop(placeholder, None)
-        claim = _read_claim(got)
         s.assumed[key] = claim
-        self.store.assume(claim)
 
     async def _write(self, pod: Pod, key: str, ours: Allocation | None, who: Consumer) -> None:
         """The claim allocated (when `ours`) and reserved for `who` (the pod or
         its PodGroup), retried on a conflict against the claim as the API has it
-        then."""
+        then. The device store holds the allocation assumed at Reserve until the
+        last write returns, then the API's answer."""
         client = self.handle.client
         if ours is None:
             await self._wait_allocated(key)
@@ -744,7 +745,7 @@ class DynamicResources(
                     raise NotFound(f"resourceclaim {key} is gone")
                 base = _read_claim(obj)
             try:
-                await self._write_once(base, ours, who)
+                self.store.written(await self._write_once(base, ours, who))
                 return
             except Conflict:
                 if attempt == _WRITE_ATTEMPTS - 1:
@@ -780,7 +781,8 @@ class DynamicResources(
 
     async def _write_once(
         self, base: ResourceClaim, ours: Allocation | None, who: Consumer
-    ) -> None:
+    ) -> ResourceClaim:
+        """One try at the writes; the claim as the API has it after them."""
         client = self.handle.client
         rv = base.resource_version
         status: dict[str, Any] = {}
@@ -815,10 +817,12 @@ class DynamicResources(
                 *(_consumer_body(c) for c in base.reserved_for),
                 _consumer_body(who),
             ]
-        if status:
-            await client.patch_resource_claim(
-                base.key, {"metadata": {"resourceVersion": rv}, "status": status}, status=True
-            )
+        if not status:
+            return base
+        got = await client.patch_resource_claim(
+            base.key, {"metadata": {"resourceVersion": rv}, "status": status}, status=True
+        )
+        return _read_claim(got)
 
     async def _undo(self, pod: Pod, written: Mapping[str, tuple[bool, Consumer]]) -> None:
         """What PreBind wrote for a pod that did not bind: the pod out of
