@@ -35,10 +35,13 @@ class Helm:
             "PATH": "/usr/bin:/bin",
         }
 
-    def __call__(self, *args: str) -> str:
-        proc = subprocess.run(
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [str(helm()), *args], capture_output=True, text=True, env=self.env, timeout=120
         )
+
+    def __call__(self, *args: str) -> str:
+        proc = self.run(*args)
         assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stdout}{proc.stderr}"
         return proc.stdout
 
@@ -104,3 +107,49 @@ def test_install_upgrade_uninstall(cluster: tuple[Helm, Kubectl]) -> None:
     # Helm never deletes the CRDs of a chart's crds/ (nor the PodGroups in them)
     assert "podgroups.scheduling.x-k8s.io" in names(kubectl, "crd", namespaced=False)
     assert helm_("list", "--namespace", NS, "--short").strip() == ""
+
+
+def test_refusals_rbac_and_notes_as_installed(cluster: tuple[Helm, Kubectl]) -> None:
+    """Two replicas without leader election are refused before anything is
+    installed; the ClusterRole patches pods only with explain on; NOTES name the
+    configured profiles."""
+    helm_, kubectl = cluster
+    proc = helm_.run(
+        "install", "troupe", str(CHART), "--namespace", NS, "--create-namespace",
+        "--set", "leaderElection.enabled=false", "--set", "replicas=2",
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "two active schedulers bind conflicting pods" in proc.stderr
+    assert names(kubectl, "deployments") == set()
+    assert helm_("list", "--namespace", NS, "--short").strip() == ""
+
+    out = helm_(
+        "install", "troupe", str(CHART), "--namespace", NS, "--create-namespace",
+        "--set", "config.profiles[0].schedulerName=gangs",
+        "--set", "config.profiles[1].schedulerName=batch",
+    )  # fmt: skip
+    assert "spec.schedulerName (gangs, batch):" in out and "schedulerName: gangs" in out
+    assert "schedulerName: troupe-scheduler" not in out
+
+    def pod_verbs() -> set[str]:
+        (role,) = get(kubectl, "clusterrole", "troupe-scheduler")
+        return {
+            v
+            for r in role["rules"]
+            if "" in r["apiGroups"] and "pods" in r["resources"]
+            for v in r["verbs"]
+        }
+
+    assert pod_verbs() == {"get", "list", "watch", "delete"}
+    helm_(
+        "upgrade", "troupe", str(CHART), "--namespace", NS, "--reuse-values",
+        "--set", "config.troupe.explain.enabled=true",
+    )  # fmt: skip
+    assert "patch" in pod_verbs()
+    helm_(
+        "upgrade", "troupe", str(CHART), "--namespace", NS, "--reuse-values",
+        "--set", "leaderElection.enabled=false",
+    )  # fmt: skip
+    (dep,) = get(kubectl, "deployment", "troupe-scheduler", "-n", NS)
+    assert dep["spec"]["replicas"] == 1
+    assert names(kubectl, "roles") == set()

@@ -5,6 +5,7 @@ be exactly the chart's render, so there is one source)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -104,8 +105,20 @@ def test_default_values() -> None:
             lambda docs: (
                 config_of(docs)["leaderElection"]["leaderElect"] is False
                 and not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+                # one active scheduler: without a Lease a second replica would schedule too
+                and one(docs, "Deployment")["spec"]["replicas"] == 1
             ),
             id="no-leader-election",
+        ),
+        pytest.param(
+            ("leaderElection.enabled=false", "replicas=1"),
+            lambda docs: one(docs, "Deployment")["spec"]["replicas"] == 1,
+            id="no-leader-election-one-replica",
+        ),
+        pytest.param(
+            ("replicas=3",),
+            lambda docs: one(docs, "Deployment")["spec"]["replicas"] == 3,
+            id="three-replicas",
         ),
         pytest.param(
             ("image.repository=registry.local/troupe", "image.tag=dev"),
@@ -133,3 +146,165 @@ def test_default_values() -> None:
 )
 def test_values(settings: tuple[str, ...], check: Any) -> None:
     assert check(render(*settings))
+
+
+@pytest.mark.parametrize("replicas", ["2", "5"])
+def test_no_leader_election_with_several_replicas_is_refused(replicas: str) -> None:
+    """Without leader election every replica schedules: two active schedulers
+    bind conflicting pods. The chart refuses to render that, and says why."""
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        render("leaderElection.enabled=false", f"replicas={replicas}")
+    assert (
+        f"replicas={replicas} with leaderElection.enabled=false: every replica would "
+        "schedule, and two active schedulers bind conflicting pods"
+    ) in e.value.stderr
+
+
+def pod_verbs(docs: list[dict[str, Any]]) -> set[str]:
+    """The verbs the ClusterRole grants on pods (the resource itself)."""
+    return {
+        v
+        for r in one(docs, "ClusterRole")["rules"]
+        if "" in r["apiGroups"] and "pods" in r["resources"]
+        for v in r["verbs"]
+    }
+
+
+def test_pods_are_patched_only_with_explain_on() -> None:
+    """Least privilege, as kube-scheduler's system:kube-scheduler role (delete,
+    get, list, watch on pods): `patch` is for the explanation annotations only."""
+    assert pod_verbs(render()) == {"get", "list", "watch", "delete"}
+    assert pod_verbs(render("config.troupe.explain.enabled=false")) == {
+        "get",
+        "list",
+        "watch",
+        "delete",
+    }
+    docs = render("config.troupe.explain.enabled=true")
+    assert pod_verbs(docs) == {"get", "list", "watch", "delete", "patch"}
+    assert config_of(docs)["troupe"]["explain"] == {"enabled": True}
+
+
+SPREAD = {
+    "weight": 100,
+    "podAffinityTerm": {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "troupe",
+                "app.kubernetes.io/instance": "troupe",
+            }
+        },
+    },
+}
+
+
+def affinity_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    aff: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]["affinity"]
+    return aff
+
+
+def test_the_replicas_are_spread_by_default() -> None:
+    assert affinity_of(render()) == {
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [SPREAD]}
+    }
+
+
+def test_a_users_pod_anti_affinity_is_merged_with_the_replica_spreading_rule() -> None:
+    """The user's podAntiAffinity (required and preferred terms) and nodeAffinity
+    are kept, and the chart's preferred term is still there (the key was rendered
+    twice, and the later one silently replaced the chart's)."""
+    zone = "topology.kubernetes.io/zone"
+    docs = render(
+        "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        f".topologyKey={zone}",
+        "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".labelSelector.matchLabels.app=db",
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=10",
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        f".podAffinityTerm.topologyKey={zone}",
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        ".podAffinityTerm.labelSelector.matchLabels.app=troupe-other",
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].key=role",
+        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].operator=Exists",
+    )
+    aff = affinity_of(docs)
+    anti = aff["podAntiAffinity"]
+    assert anti["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        SPREAD,
+        {
+            "weight": 10,
+            "podAffinityTerm": {
+                "topologyKey": zone,
+                "labelSelector": {"matchLabels": {"app": "troupe-other"}},
+            },
+        },
+    ]
+    assert anti["requiredDuringSchedulingIgnoredDuringExecution"] == [
+        {"topologyKey": zone, "labelSelector": {"matchLabels": {"app": "db"}}}
+    ]
+    assert aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "role", "operator": "Exists"}]}]
+    }
+    # the pod template holds one affinity key, with one podAntiAffinity in it
+    text = manifests_render.template(
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=10",
+        "affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0]"
+        ".podAffinityTerm.topologyKey=kubernetes.io/hostname",
+    )["deployment.yaml"]
+    assert text.count("podAntiAffinity:") == 1 and text.count("affinity:") == 1
+
+
+def notes(tmp_path: Path, *settings: str) -> str:
+    """What `helm install` prints after installing (NOTES.txt), without a cluster."""
+    home = tmp_path / "helm-home"
+    env = {
+        "HOME": str(home),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+        "PATH": "/usr/bin:/bin",
+    }
+    args = [str(helm()), "install", "troupe", str(manifests_render.CHART), "--dry-run=client"]
+    args += ["--namespace", "troupe-system"]
+    for s in settings:
+        args += ["--set", s]
+    out = subprocess.run(args, capture_output=True, text=True, env=env, check=True).stdout
+    return out[out.index("NOTES:") :]
+
+
+@pytest.mark.parametrize(
+    ("settings", "names", "replicas"),
+    [
+        pytest.param((), ["troupe-scheduler"], 2, id="default"),
+        pytest.param(("schedulerName=gang-scheduler",), ["gang-scheduler"], 2, id="name"),
+        pytest.param(
+            (
+                "config.profiles[0].schedulerName=gangs",
+                "config.profiles[1].schedulerName=batch",
+                "leaderElection.enabled=false",
+            ),
+            ["gangs", "batch"],
+            1,
+            id="profiles",
+        ),
+        pytest.param(
+            ("config.profiles[0].percentageOfNodesToScore=50",),
+            ["troupe-scheduler"],  # a lone profile without a name: Troupe's default
+            2,
+            id="lone-profile-without-name",
+        ),
+    ],
+)
+def test_notes_name_the_configured_profiles(
+    tmp_path: Path, settings: tuple[str, ...], names: list[str], replicas: int
+) -> None:
+    out = notes(tmp_path, *settings)
+    assert f"({replicas} replica(s)" in out
+    assert f"spec.schedulerName ({', '.join(names)}):" in out
+    assert f"schedulerName: {names[0]}\n" in out
+    named = " ".join(line for line in out.splitlines() if "schedulerName" in line)
+    for other in {"troupe-scheduler", "gang-scheduler", "gangs", "batch"} - set(names):
+        assert other not in named
