@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +31,7 @@ from troupe.failures import Failures
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
 from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
+from troupe.framework.nominator import nominated_rows
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
@@ -37,6 +39,7 @@ from troupe.schedule_one import PodCycle
 from troupe.snapshot import Overlay, pod_charge
 from troupe.topology import (
     DEFAULT_DOMAINS_PER_CYCLE,
+    BoolArray,
     Demand,
     Domain,
     DomainSet,
@@ -55,6 +58,11 @@ log = logging.getLogger(__name__)
 
 IntpArray = npt.NDArray[np.intp]
 _NO_ROWS: IntpArray = np.empty(0, dtype=np.intp)
+# What GroupCycle keeps per gang is swept of gone groups once it holds this many
+# entries, then again each time it has doubled since.
+_SWEEP_MIN: Final = 256
+# The Warning event on a PodGroup whose preferred topology level no node has.
+SKIPPED_LEVEL_REASON: Final = "TopologyLevelSkipped"
 
 
 @dataclass(slots=True)
@@ -99,6 +107,12 @@ class GroupCycle:
         self.failures = failures
         # Victims of each gang's last preemption: it waits for them to go.
         self.gang_victims: dict[GroupKey, set[PodKey]] = {}
+        # Per gang and topology level, the domains tried in its recent cycles and
+        # their stamps then (`_next_domains`): a cycle goes on where the last stopped.
+        self._rounds: dict[GroupKey, dict[str, dict[tuple[str, ...], tuple[int, float]]]] = {}
+        # Per gang, the preferred levels no node has that its PodGroup was told are skipped.
+        self._skipped: dict[GroupKey, tuple[str, ...]] = {}
+        self._sweep_at = _SWEEP_MIN
 
     def wants(self, profile: Profile, qpi: QueuedPodInfo) -> PodGroup | None:
         """The PodGroup whose group cycle this popped pod starts, if any: a gang
@@ -126,6 +140,7 @@ class GroupCycle:
         ctx = self.ctx
         group = first.pod.group_key
         assert group is not None
+        self._sweep()
         min_member = pg.min_member
         t0 = ctx.clock.now()
         members = [first]
@@ -175,13 +190,17 @@ class GroupCycle:
         members: list[QueuedPodInfo],
         message: str,
         trial: Trial,
+        retry: bool = False,
     ) -> None:
-        """Nothing of the gang is held: every member fails with the gang's message."""
+        """Nothing of the gang is held: every member fails with the gang's message.
+        With `retry` (the gang has domains left to try) no plugin is named as
+        the rejector, so the members come back after their backoff rather than
+        waiting in the unschedulable pool for an event."""
         ctx = self.ctx
         ctx.counters.group_failures += 1
         ctx.metrics.podgroup_attempts.labels("unschedulable").inc()
-        plugins: set[str] = {"Coscheduling"}
-        for _, result in trial.failures:
+        plugins: set[str] = set() if retry else {"Coscheduling"}
+        for _, result in trial.failures if not retry else ():
             if isinstance(result, FitError):
                 plugins |= result.unschedulable_plugins
             elif result.plugin:
@@ -189,6 +208,8 @@ class GroupCycle:
         errors = {
             q.pod.key for q, result in trial.failures if self.failures.outcome(result) == "error"
         }
+        if ctx.gang_pending is not None:
+            ctx.gang_pending(profile, [q.pod for q in members], str(group), message)
         for qpi in members:
             ctx.counters.failed += 1
             self.failures.handle(
@@ -213,11 +234,15 @@ class GroupCycle:
         narrowest preferred level where it fits, else (at least minMember) in one
         domain of the required level, else anywhere when nothing is required.
         Domains are ranked by their predicted placement score and placed in, in
-        that order, until one holds the gang (at most `topologyDomainsPerCycle`
-        of them). When no required domain fits, preemption clears one domain."""
+        that order, until one holds the gang: at most `topologyDomainsPerCycle`
+        of each level per cycle, and the next cycle goes on with those not tried
+        yet. A preferred level no node has is skipped. Only once every required
+        domain was tried without preemption, and none held the gang, does
+        preemption clear one domain."""
         ctx = self.ctx
         snap = ctx.snapshot
         ctx.counters.group_attempts += 1
+        spec = self._without_missing_preferred(group, pg, spec)
         problem = self._check(spec)
         required: DomainSet | None = None
         allowed: set[int] | None = None
@@ -228,11 +253,8 @@ class GroupCycle:
             return
         limit, weights = self._topology_args(profile)
         min_member = pg.min_member
-        demand = Demand(
-            tuple(
-                sorted((q.pod.requests.get(CPU, 0), q.pod.requests.get(MEMORY, 0)) for q in members)
-            )
-        )
+        demand = Demand(tuple(sorted(self._cpu_memory(q.pod) for q in members)))
+        feasible = self._first_member_nodes(profile, members[0].pod)
         # Preferred levels, narrowest first: the whole gang in one domain.
         for level in spec.preferred:
             if required is None:
@@ -241,8 +263,9 @@ class GroupCycle:
                 parts = [required.domain(i).rows for i in sorted(allowed or range(len(required)))]
                 rows = np.sort(np.concatenate(parts)) if parts else _NO_ROWS
             ds = DomainSet.build(snap, (level,), rows)
-            good, _ = rank(snap, ds, demand, len(members), weights)
-            found = self._first_fit(profile, members, ds, good[:limit], len(members))
+            good, _ = rank(snap, ds, demand, len(members), weights, feasible, whole=True)
+            order, _, _ = self._next_domains(group, level, ds, good, limit, members)
+            found = self._first_fit(profile, members, ds, order, len(members))
             if found is not None:
                 self._admit_in(profile, group, pg, members, found, level, t0)
                 return
@@ -265,15 +288,32 @@ class GroupCycle:
             return
         level = ",".join(spec.required)
         need = min_member - placed_before
-        good, short = rank(snap, required, demand, need, weights)
+        whole = need >= len(members)
+        good, short = rank(snap, required, demand, need, weights, feasible, whole)
         if allowed is not None:
             good = [i for i in good if i in allowed]
             short = [i for i in short if i in allowed]
-        found = self._first_fit(profile, members, required, good[:limit], need)
+        order, tried, left = self._next_domains(group, level, required, good, limit, members)
+        found = self._first_fit(profile, members, required, order, need)
         if found is not None:
             self._admit_in(profile, group, pg, members, found, level, t0)
             return
         partial, self._partial = self._partial, None
+        what = f"{min_field(pg)} {min_member}"
+        if left:
+            # Domains not tried yet: the next cycle, after the members' backoff,
+            # goes on with them. No preemption while one may hold the gang.
+            message = (
+                f'PodGroup "{group}": no {level} has room for {what} among the {tried} '
+                f"tried so far ({left} more to try)"
+            )
+            trial = Trial()
+            if partial is not None:
+                trial, d = partial
+                why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
+                message += f": best {d.name} fits {placed_before + len(trial.placements)}; {why}"
+            self._unschedulable(profile, group, members, message, trial, retry=True)
+            return
         if partial is None and short:
             # No domain has the room: place in the roomiest anyway, to say how
             # far from the quorum the gang is.
@@ -293,7 +333,6 @@ class GroupCycle:
             _, _, d, plan = min(plans, key=lambda t: (t[0], t[1]))
             if self._preempt(profile, group, plan):
                 log.info("gang %s preempts in %s", group, d.name)
-        what = f"{min_field(pg)} {min_member}"
         if partial is not None:
             trial, d = partial
             why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
@@ -353,10 +392,129 @@ class GroupCycle:
         message = f"placed in {d.name}: {len(trial.placements)} pods"
         self.ctx.spawn(self._record(ref, "Normal", "Placed", message, "Scheduling"))
 
-    def _check(self, spec: TopologySpec) -> str | None:
-        """A topology request the cluster's nodes cannot give meaning to."""
+    def _next_domains(
+        self,
+        group: GroupKey,
+        level: str,
+        ds: DomainSet,
+        good: list[int],
+        limit: int,
+        members: list[QueuedPodInfo],
+    ) -> tuple[list[int], int, int]:
+        """The domains of `good` (ranked) to place the gang in this cycle, at most
+        `limit`: those it has not tried in its recent cycles first (a domain
+        where a member is nominated before the others), then those that changed
+        since they were tried. Returns them, how many domains of the level have
+        been tried, and how many are left for the next cycles. When none is
+        left the round is over: the next cycle starts again from the best."""
+        rounds = self._rounds.setdefault(group, {})
+        tried = rounds.setdefault(level, {})
+        stamps = ds.stamps(self.ctx.cache.table.generation)
+        nominated = self._nominated_domains(ds, members)
+        if nominated:
+            good = [i for i in good if i in nominated] + [i for i in good if i not in nominated]
+        fresh = [i for i in good if ds.values[i] not in tried]
+        changed = [i for i in good if tried.get(ds.values[i], stamps[i]) != stamps[i]]
+        order = (fresh + changed)[:limit]
+        for i in order:
+            tried[ds.values[i]] = stamps[i]
+        count, left = len(tried), max(0, len(fresh) - limit)
+        if not left:
+            del rounds[level]
+            if not rounds:
+                del self._rounds[group]
+        return order, count, left
+
+    def _nominated_domains(self, ds: DomainSet, members: list[QueuedPodInfo]) -> set[int]:
+        """The domains of the nodes the members are nominated to (after the
+        gang's preemption): where the gang is expected."""
+        nominator = self.ctx.handle.nominator
         snap = self.ctx.snapshot
-        for k in (*spec.required, *spec.preferred):
+        out: set[int] = set()
+        for q in members:
+            node = nominator.node_of(q.pod.key)
+            row = snap.row_of.get(node) if node else None
+            i = ds.domain_of(row) if row is not None else None
+            if i is not None:
+                out.add(i)
+        return out
+
+    def _first_member_nodes(self, profile: Profile, pod: Pod) -> BoolArray | None:
+        """Per snapshot row, whether `pod`, the gang's first member, passes
+        PreFilter and Filter there (nominated pods counted as its search counts
+        them): where its search in any domain can put it, which ranks domains
+        by what cpu and memory do not show. None when PreFilter does not pass
+        (the trials then say why)."""
+        ctx = self.ctx
+        snap = ctx.snapshot
+        state = CycleState()
+        pre, st = profile.run_pre_filter(state, pod, snap)
+        if not st.is_success:
+            return None
+        rows = snap.valid_rows()
+        if pre is not None and pre.node_names is not None:
+            keep = sorted(snap.row_of[n] for n in pre.node_names if n in snap.row_of)
+            rows = np.array(keep, dtype=np.intp)
+        on_rows = nominated_rows(
+            ctx.handle.nominator, snap, pod, lambda k: ctx.cache.pod(k) is not None
+        )
+        out = profile.run_filters_with_nominated(state, pod, snap, rows, on_rows)
+        if isinstance(out, Status):
+            return None
+        mask = np.zeros(len(snap.valid), dtype=bool)
+        mask[out.rows[out.feasible]] = True
+        return mask
+
+    def _cpu_memory(self, pod: Pod) -> tuple[int, int]:
+        """The cpu and memory the snapshot charges for `pod` (an isolated pod's
+        cpu is charged to the isolated resource)."""
+        res = pod_charge(pod, self.ctx.isolated).resources
+        return res.get(CPU, 0), res.get(MEMORY, 0)
+
+    def _without_missing_preferred(
+        self, group: GroupKey, pg: PodGroup, spec: TopologySpec
+    ) -> TopologySpec:
+        """The request without the preferred levels no node has (a cluster
+        without blocks, a typo): a preference never makes a gang
+        unschedulable. The PodGroup gets a Warning naming each level skipped,
+        once per gang (again only if the levels skipped change)."""
+        missing = tuple(k for k in spec.preferred if label_missing(self.ctx.snapshot, k))
+        if not missing:
+            self._skipped.pop(group, None)
+            return spec
+        if self._skipped.get(group) != missing:
+            self._skipped[group] = missing
+            ref = object_ref(pg.raw, "PodGroup", pg.namespace, pg.name)
+            for k in missing:
+                message = (
+                    f"{spec.where(k)}: preferred level {k!r} is skipped: "
+                    f"no node has the label {k!r}"
+                )
+                self.ctx.spawn(
+                    self._record(ref, "Warning", SKIPPED_LEVEL_REASON, message, "Scheduling")
+                )
+        return replace(spec, preferred=tuple(k for k in spec.preferred if k not in missing))
+
+    def _sweep(self) -> None:
+        """Forget what is kept per gang (domains tried, levels skipped, victims
+        waited for) of the groups that are gone; only once that holds
+        `_SWEEP_MIN` gangs, then each time it has doubled since."""
+        maps = (self._rounds, self._skipped, self.gang_victims)
+        if sum(len(m) for m in maps) < self._sweep_at:
+            return
+        cache = self.ctx.cache
+        gone = {g for m in maps for g in m if cache.pod_group(g) is None}
+        for g in gone:
+            self._rounds.pop(g, None)
+            self._skipped.pop(g, None)
+            self.gang_victims.pop(g, None)
+        self._sweep_at = max(_SWEEP_MIN, 2 * sum(len(m) for m in maps))
+
+    def _check(self, spec: TopologySpec) -> str | None:
+        """A topology request the cluster's nodes cannot give meaning to (a
+        preferred level no node has is skipped instead, and gives none)."""
+        snap = self.ctx.snapshot
+        for k in spec.required:
             if label_missing(snap, k):
                 return f"{spec.where(k)}: no node has the label {k!r}"
         for p in spec.preferred:
@@ -513,6 +671,7 @@ class GroupCycle:
         """Commit the trial's placements (assume, Reserve, Permit, binding cycles);
         the members that did not fit fail alone (the gang has its quorum)."""
         ctx = self.ctx
+        self._rounds.pop(group, None)
         ctx.metrics.podgroup_attempts.labels("admitted").inc()
         started = min((q.initial_attempt_timestamp or q.timestamp) for q in members)
         ctx.metrics.podgroup_admission.observe(max(0.0, ctx.clock.now() - started))
@@ -571,38 +730,68 @@ class GroupCycle:
             group_priority if group_priority is not None else min(q.pod.priority for q in members)
         )
         plan = PreemptionPlan(plugin)
+        # What plugins hold outside the snapshot for each member placed (its
+        # devices), as in the group trial: the next member is searched with it.
+        undos: list[Callable[[], None]] = []
         with snap.overlay() as ov:
-            for qpi in members:
-                if placed_before + len(plan.chosen) >= min_member:
-                    break
-                state = CycleState()
-                result = self.pods.schedule_pod(
-                    profile, state, qpi.pod, post_filter=False, within=within
+            try:
+                self._plan_members(
+                    profile, members, min_member, placed_before, within, priority, plan, ov, undos
                 )
-                cand: PreemptionCandidate | None = None
-                if isinstance(result, ScheduleResult):
-                    node = result.node
-                elif isinstance(result, FitError):
-                    preemptor = qpi.pod
-                    if preemptor.priority != priority:
-                        preemptor = replace(preemptor, priority=priority)
-                    found = profile.run_member_preemption(
-                        plugin, state, preemptor, priority, plan.victims(), within
-                    )
-                    if found is None or isinstance(found, Status):
-                        return None
-                    for v in found.victims:
-                        vrow = snap.row_of.get(ctx.cache.pod_node(v.key) or "")
-                        if vrow is not None and v.key in snap.pods[vrow]:
-                            ov.remove(vrow, v, pod_charge(v, ctx.isolated))
-                    node, cand = found.node, found
-                else:
-                    return None
-                ov.add(snap.row_of[node], qpi.pod, pod_charge(qpi.pod, ctx.isolated))
-                plan.chosen.append((qpi, node, cand))
+            finally:
+                for undo in reversed(undos):
+                    undo()
         if placed_before + len(plan.chosen) < min_member:
             return None
         return plan
+
+    def _plan_members(
+        self,
+        profile: Profile,
+        members: list[QueuedPodInfo],
+        min_member: int,
+        placed_before: int,
+        within: NodeSubset | None,
+        priority: int,
+        plan: PreemptionPlan,
+        ov: Overlay,
+        undos: list[Callable[[], None]],
+    ) -> None:
+        """`_plan_preemption`'s search, member by member; stops early (the plan
+        then falls short) when a member can be placed neither as things are nor
+        by preemption."""
+        ctx = self.ctx
+        snap = ctx.snapshot
+        plugin = plan.plugin
+        for qpi in members:
+            if placed_before + len(plan.chosen) >= min_member:
+                break
+            state = CycleState()
+            result = self.pods.schedule_pod(
+                profile, state, qpi.pod, post_filter=False, within=within
+            )
+            cand: PreemptionCandidate | None = None
+            if isinstance(result, ScheduleResult):
+                node = result.node
+            elif isinstance(result, FitError):
+                preemptor = qpi.pod
+                if preemptor.priority != priority:
+                    preemptor = replace(preemptor, priority=priority)
+                found = profile.run_member_preemption(
+                    plugin, state, preemptor, priority, plan.victims(), within
+                )
+                if found is None or isinstance(found, Status):
+                    return
+                for v in found.victims:
+                    vrow = snap.row_of.get(ctx.cache.pod_node(v.key) or "")
+                    if vrow is not None and v.key in snap.pods[vrow]:
+                        ov.remove(vrow, v, pod_charge(v, ctx.isolated))
+                node, cand = found.node, found
+            else:
+                return
+            ov.add(snap.row_of[node], qpi.pod, pod_charge(qpi.pod, ctx.isolated))
+            undos.extend(profile.run_trial_charge(state, qpi.pod, node))
+            plan.chosen.append((qpi, node, cand))
 
     def _preempt(self, profile: Profile, group: GroupKey, plan: PreemptionPlan) -> bool:
         """Carry a plan out: each member's victims evicted, the members nominated
