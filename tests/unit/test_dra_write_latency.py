@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from tests.unit.dra_helpers import (
+    DRIVER,
+    claim,
     device,
     device_class,
     node,
@@ -30,6 +32,8 @@ from tests.unit.dra_helpers import (
 )
 from troupe import simulate as simulate_module
 from troupe.config import default_config
+from troupe.dra.store import DeviceStore
+from troupe.dra.types import DeviceID, ResourceClaim, parse_dra_object
 from troupe.plugins.registry import IN_TREE
 from troupe.simulate import Simulation
 
@@ -191,3 +195,50 @@ def test_binding_conditions_hold_the_pod_while_claim_writes_are_slow(
     assert bound == []
     assert any(e.reason == "BindingConditionsPending" for e in sim.cluster.events)
     check_devices(sim)
+
+
+def test_the_store_holds_an_assumed_claim_until_its_write_returns() -> None:
+    """The device store's rules, one at a time: an in-flight allocation
+    survives every watch event of its claim but deletion (or a new claim under
+    the name); PreBind's answer replaces it; an older view is ignored."""
+
+    def parsed(o: dict[str, Any]) -> ResourceClaim:
+        c = parse_dra_object("ResourceClaim", o)
+        assert isinstance(c, ResourceClaim)
+        return c
+
+    def version(rv: int, allocated: bool, uid: str = "u1") -> ResourceClaim:
+        o = claim("c", request())
+        o["metadata"].update(resourceVersion=str(rv), uid=uid)
+        if allocated:
+            o["status"] = {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0"}
+                        ]
+                    }
+                }
+            }
+        return parsed(o)
+
+    gpu = DeviceID(DRIVER, "n0", "gpu-0")
+    store = DeviceStore()
+    store.set(version(1, False))
+    store.assume(version(1, True))
+    assert store.in_use(gpu)
+    store.set(version(2, False))  # the finalizer write's echo
+    assert store.in_use(gpu) and store.claim("default/c").allocation is not None  # type: ignore[union-attr]
+    store.written(version(3, True))  # the allocation write's answer
+    assert store.in_use(gpu)
+    assert store.stale(version(2, False))
+    store.set(version(2, False))  # a late echo of the finalizer write
+    assert store.in_use(gpu) and store.claim("default/c").resource_version == "3"  # type: ignore[union-attr]
+    store.set(version(4, False))  # deallocated by someone, newer: taken
+    assert not store.in_use(gpu)
+    store.assume(version(4, True))
+    store.set(version(1, False, uid="u2"))  # deleted and made again: a new claim
+    assert not store.in_use(gpu)
+    store.assume(version(1, True, uid="u2"))
+    store.set(version(1, True, uid="u2"), deleted=True)
+    assert not store.in_use(gpu) and store.claim("default/c") is None
