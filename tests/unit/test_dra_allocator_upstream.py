@@ -35,8 +35,10 @@ def cls(name: str, driver: str) -> dict[str, Any]:
     }
 
 
-def dev(name: str, **attrs: Any) -> dict[str, Any]:
+def dev(name: str, *, taints: tuple[dict[str, Any], ...] = (), **attrs: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name}
+    if taints:
+        out["taints"] = list(taints)
     if attrs:
         out["attributes"] = {}
         for k, v in attrs.items():
@@ -130,6 +132,39 @@ def allocated(name: str, driver: str, pool: str, device: str) -> dict[str, Any]:
 def result(req_name: str, driver: str, pool: str, device: str, admin: bool = False) -> str:
     return f"{req_name}:{driver}/{pool}/{device}" + (" admin" if admin else "")
 
+
+def devices(n: int) -> list[dict[str, Any]]:
+    """Upstream's sliceWithMultipleDevices: device-0 ... device-<n-1>."""
+    return [dev(f"device-{i}") for i in range(n)]
+
+
+def results(req_name: str, driver: str, pool: str, n: int, start: int = 0) -> list[str]:
+    """Upstream's multipleDeviceAllocationResults."""
+    return [result(req_name, driver, pool, f"device-{i}") for i in range(start, start + n)]
+
+
+def first_available(name: str, *subrequests: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "firstAvailable": list(subrequests)}
+
+
+def sub(name: str, cls_name: str, count: int | None = 1, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "deviceClassName": cls_name, **fields}
+    if count is not None:
+        body["count"] = count
+    return body
+
+
+MAX_RESULTS = 32  # resourceapi.AllocationResultsMaxSize
+TAINT_NO_SCHEDULE = {"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}
+TAINT_NO_EXECUTE = {"key": "taint-key", "value": "taint-value-2", "effect": "NoExecute"}
+TAINT_NONE = {"key": "taint-key", "value": "taint-value", "effect": "None"}
+TOLERATE_NO_SCHEDULE = {"operator": "Exists", "key": "taint-key", "effect": "NoSchedule"}
+TOLERATE_NO_EXECUTE = {
+    "operator": "Equal",
+    "key": "taint-key",
+    "value": "taint-value-2",
+    "effect": "NoExecute",
+}
 
 Case = dict[str, Any]
 
@@ -576,6 +611,223 @@ CASES: dict[str, Case] = {
                 "local",
             )
         ],
+    },
+    # resourceapi.AllocationResultsMaxSize: at most 32 devices a claim.
+    "too-many-devices-single-request": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, 500))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [],
+        "error": "claim default/claim-0: number of requested devices 500 exceeds the claim "
+        "limit of 32",
+    },
+    "many-devices-okay": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, MAX_RESULTS))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [],
+        "expect": None,
+    },
+    "too-many-devices-total": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, MAX_RESULTS), req("req-1", CLASS_A, 1))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [slice_("pool-1", DRIVER_A, *devices(MAX_RESULTS + 1), node=NODE1)],
+        "error": "number of requested devices 33 exceeds the claim limit of 32",
+    },
+    "all-devices-invalid-CEL": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, 500))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [],
+        "error": "exceeds the claim limit",
+    },
+    "max-number-devices": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, MAX_RESULTS))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [slice_("pool-1", DRIVER_A, *devices(MAX_RESULTS), node=NODE1)],
+        "expect": [(results("req-0", DRIVER_A, "pool-1", MAX_RESULTS), "local")],
+    },
+    "prioritized-list-too-many-in-first-subrequest": {
+        "claims": [
+            claim(
+                "claim-0",
+                first_available("req-0", sub("subreq-0", CLASS_B, 500), sub("subreq-1", CLASS_A)),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A), cls(CLASS_B, DRIVER_B)],
+        "slices": [slice_("pool-1", DRIVER_A, dev("device-1"), node=NODE1)],
+        "expect": [([result("req-0/subreq-1", DRIVER_A, "pool-1", "device-1")], "local")],
+    },
+    "prioritized-list-max-allocation-limit-request": {
+        "claims": [
+            claim(
+                "claim-0",
+                *(
+                    first_available(
+                        name,
+                        sub("subreq-0", CLASS_A, MAX_RESULTS),
+                        sub("subreq-1", CLASS_A, MAX_RESULTS // 2),
+                    )
+                    for name in ("req-0", "req-1")
+                ),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [slice_("pool-1", DRIVER_A, *devices(MAX_RESULTS * 2), node=NODE1)],
+        "expect": [
+            (
+                results("req-0/subreq-1", DRIVER_A, "pool-1", MAX_RESULTS // 2)
+                + results("req-1/subreq-1", DRIVER_A, "pool-1", MAX_RESULTS // 2, MAX_RESULTS // 2),
+                "local",
+            )
+        ],
+    },
+    "prioritized-list-max-allocation-allocation-mode-all": {
+        "claims": [
+            claim(
+                "claim-0",
+                first_available(
+                    "req-0",
+                    sub("subreq-0", CLASS_A, None, allocationMode="All"),
+                    sub("subreq-1", CLASS_A, 2),
+                ),
+                req("req-1", CLASS_B, 2),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A), cls(CLASS_B, DRIVER_B)],
+        "slices": [
+            slice_("pool-1", DRIVER_A, *devices(MAX_RESULTS - 1), node=NODE1),
+            slice_("pool-2", DRIVER_B, *devices(2), node=NODE1),
+        ],
+        "expect": [
+            (
+                results("req-0/subreq-1", DRIVER_A, "pool-1", 2)
+                + results("req-1", DRIVER_B, "pool-2", 2),
+                "local",
+            )
+        ],
+    },
+    # Device taints (DRADeviceTaints on).
+    "tainted-two-devices": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_(
+                "pool-1",
+                DRIVER_A,
+                dev("device-1", taints=(TAINT_NO_SCHEDULE,)),
+                dev("device-2", taints=(TAINT_NO_EXECUTE,)),
+                node=NODE1,
+            )
+        ],
+        "expect": None,
+    },
+    "tainted-one-device-two-taints": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_(
+                "pool-1",
+                DRIVER_A,
+                dev("device-1", taints=(TAINT_NO_SCHEDULE, TAINT_NO_EXECUTE)),
+                node=NODE1,
+            )
+        ],
+        "expect": None,
+    },
+    "tainted-two-devices-tolerated": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, tolerations=[TOLERATE_NO_EXECUTE]))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_(
+                "pool-1",
+                DRIVER_A,
+                dev("device-1", taints=(TAINT_NO_SCHEDULE,)),
+                dev("device-2", taints=(TAINT_NO_EXECUTE,)),
+                node=NODE1,
+            )
+        ],
+        # Only the second device's taints are tolerated.
+        "expect": [([result("req-0", DRIVER_A, "pool-1", "device-2")], "local")],
+    },
+    "tainted-two-devices-prioritized-list-tolerated": {
+        "claims": [
+            claim(
+                "claim-0",
+                first_available(
+                    "req-0",
+                    sub("subreq-0", CLASS_A),
+                    sub("subreq-1", CLASS_A, tolerations=[TOLERATE_NO_EXECUTE]),
+                ),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_(
+                "pool-1",
+                DRIVER_A,
+                dev("device-1", taints=(TAINT_NO_SCHEDULE,)),
+                dev("device-2", taints=(TAINT_NO_EXECUTE,)),
+                node=NODE1,
+            )
+        ],
+        "expect": [([result("req-0/subreq-1", DRIVER_A, "pool-1", "device-2")], "local")],
+    },
+    "tainted-no-effect": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [slice_("pool-1", DRIVER_A, dev("device-1", taints=(TAINT_NONE,)), node=NODE1)],
+        "expect": [([result("req-0", DRIVER_A, "pool-1", "device-1")], "local")],
+    },
+    "tainted-one-device-two-taints-both-tolerated": {
+        "claims": [
+            claim(
+                "claim-0",
+                req("req-0", CLASS_A, tolerations=[TOLERATE_NO_SCHEDULE, TOLERATE_NO_EXECUTE]),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_(
+                "pool-1",
+                DRIVER_A,
+                dev("device-1", taints=(TAINT_NO_SCHEDULE, TAINT_NO_EXECUTE)),
+                node=NODE1,
+            )
+        ],
+        "expect": [([result("req-0", DRIVER_A, "pool-1", "device-1")], "local")],
+    },
+    "tainted-prioritized-list": {
+        "claims": [
+            claim(
+                "claim-0",
+                first_available("req-0", sub("subreq-0", CLASS_B), sub("subreq-1", CLASS_A)),
+            )
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A), cls(CLASS_B, DRIVER_B)],
+        "slices": [
+            slice_("pool-1", DRIVER_A, dev("device-1", taints=(TAINT_NO_SCHEDULE,)), node=NODE1)
+        ],
+        "expect": None,
+    },
+    "tainted-admin-access": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, adminAccess=True))],
+        "allocated": [
+            allocated("other-1", DRIVER_A, "pool-1", "device-1"),
+            allocated("other-2", DRIVER_A, "pool-1", "device-2"),
+        ],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_("pool-1", DRIVER_A, dev("device-1", taints=(TAINT_NO_SCHEDULE,)), node=NODE1)
+        ],
+        "expect": None,
+    },
+    # "All" takes every device the request selects: one it may not take
+    # (tainted) rules the node out, it does not shrink "all".
+    "tainted-all-devices-single": {
+        "claims": [claim("claim-0", req("req-0", CLASS_A, None, allocationMode="All"))],
+        "classes": [cls(CLASS_A, DRIVER_A)],
+        "slices": [
+            slice_("pool-1", DRIVER_A, dev("device-1", taints=(TAINT_NO_SCHEDULE,)), node=NODE1)
+        ],
+        "expect": None,
     },
 }
 

@@ -22,14 +22,21 @@ published for the node (`DeviceStore.slices_for`) that
   and what it consumed; the device uses its counters once, with its first
   share).
 
-`ExactCount` takes `count` devices, `All` every matching device (at least one,
-none in use, and the pool must be complete). `matchAttribute` constraints hold
-across the devices of the requests they name (every request when none are
-named): each device has the attribute, all with one value; `distinctAttribute`
-ones make the values all differ. When a choice leaves a later request or a
-constraint unsatisfiable the search backs up and tries the next device, as
-kube's allocator does, within a bound on the steps taken (kube bounds it by
-time).
+`ExactCount` takes `count` devices. `All` takes every device the request's
+selectors select on the node, at least one: "all" is fixed before the search
+(kube's allDevices), so a device in use, or with a taint the request does not
+tolerate, rules the node out instead of making "all" smaller; the node's pools
+must be complete and valid. A claim gets at most 32 devices
+(`resourceapi.AllocationResultsMaxSize`): a claim whose requests ask more at
+least (each request's smallest alternative; "all" as many as the node has) is
+refused with kube's message, and an alternative that would take the claim past
+the limit is not tried. `matchAttribute` constraints hold across the devices
+of the requests they name (every request when none are named): each device has
+the attribute, all with one value; `distinctAttribute` ones make the values all
+differ. When a choice leaves a later request or a constraint unsatisfiable the
+search backs up and tries the next device, as kube's allocator does, within a
+bound on the steps taken (kube bounds it by time). The search keeps its own
+stack (one frame a request), so how deep it goes costs no Python recursion.
 
 Devices with binding conditions are taken from their pools last; their
 results carry the conditions, which PreBind waits for.
@@ -65,6 +72,8 @@ from troupe.dra.types import (
 )
 
 MAX_STEPS: Final = 20_000
+# resourceapi.AllocationResultsMaxSize: the devices of one claim's allocation.
+ALLOCATION_RESULTS_MAX: Final = 32
 CANNOT_ALLOCATE: Final = "cannot allocate all claims"
 _SHARE_NAMESPACE: Final = uuid.UUID("6b1d6f0e-52a4-4c0e-9f57-2f5a1c9a4e11")
 
@@ -76,9 +85,16 @@ class AllocationError(Exception):
 
 @dataclass(slots=True)
 class _Slot:
+    """One request of a claim: its alternatives with the node's devices each
+    could take."""
+
     claim: int
     request: int
     alternatives: tuple[tuple[ExactRequest, Sequence[Published]], ...]
+    # How many devices each alternative takes (its count; for "all", how many).
+    sizes: tuple[int, ...]
+    # The fewest devices the claim's later requests take.
+    rest: int = 0
 
 
 @dataclass(slots=True)
@@ -92,6 +108,22 @@ class _Taken:
 
 
 @dataclass(slots=True)
+class _Frame:
+    """Where the search stands in one request: the alternative being tried,
+    the devices it may take (`free`) and those taken (at which index of
+    `free`); `done` once they serve the whole request and the search has gone
+    on to the next one."""
+
+    slot: _Slot
+    alt: int = -1
+    free: Sequence[Published] = ()
+    mine: set[DeviceID] = field(default_factory=set)
+    took: list[_Taken] = field(default_factory=list)
+    at: list[int] = field(default_factory=list)
+    done: bool = False
+
+
+@dataclass(slots=True)
 class _Search:
     store: DeviceStore
     claims: Sequence[ResourceClaim]
@@ -100,6 +132,8 @@ class _Search:
     # claim index -> request name -> chosen devices
     chosen: list[dict[str, list[Published]]] = field(default_factory=list)
     picked: list[list[tuple[ExactRequest, list[_Taken]]]] = field(default_factory=list)
+    # claim index -> how many devices its requests took so far
+    devices: list[int] = field(default_factory=list)
     steps: int = 0
     # Claims whose devices count as free (their pods are preemption's victims).
     released: AbstractSet[str] = frozenset()
@@ -154,7 +188,9 @@ def _candidates(
 ) -> Sequence[Published]:
     """The devices of `slices` the request could take on the node, in use or
     not (what a slice says is remembered per class version, selectors and
-    tolerations; the whole list for the node's own slices too)."""
+    tolerations; the whole list for the node's own slices too). For `All`,
+    every device the selectors select, tainted or not: "all" does not shrink
+    with taints (kube's allDevices); the search then checks them."""
     cls = store.device_class(req.device_class)
     if cls is None:
         raise AllocationError(
@@ -163,18 +199,16 @@ def _candidates(
         )
     where = f"claim {claim.key}"
 
+    every = req.mode == ALL
+
     def admits(p: Published) -> bool:
         if not _selected(store, cls.selectors, p, f"class {cls.name}"):
             return False
         if not _selected(store, req.selectors, p, where):
             return False
-        return not any(
-            t.effect in DO_NOT_SCHEDULE_EFFECTS
-            and not any(tol.tolerates(t) for tol in req.tolerations)
-            for t in store.taints(p)
-        )
+        return every or not _untolerated(store, p, req)
 
-    key = (cls.name, cls.resource_version, req.selectors, req.tolerations)
+    key = (cls.name, cls.resource_version, req.selectors, ALL if every else req.tolerations)
     got = store.node_matches(node, key)
     if got is not None:
         return got
@@ -197,6 +231,29 @@ def _candidates(
     return out
 
 
+def _untolerated(store: DeviceStore, p: Published, req: ExactRequest) -> bool:
+    """Whether the device has a NoSchedule or NoExecute taint the request does
+    not tolerate (kube's taintPreventsAllocation)."""
+    return any(
+        t.effect in DO_NOT_SCHEDULE_EFFECTS and not any(tol.tolerates(t) for tol in req.tolerations)
+        for t in store.taints(p)
+    )
+
+
+def _within_limit(claim: ResourceClaim, fewest: int) -> None:
+    if fewest > ALLOCATION_RESULTS_MAX:
+        raise AllocationError(
+            f"claim {claim.key}: number of requested devices {fewest} exceeds the claim limit "
+            f"of {ALLOCATION_RESULTS_MAX}"
+        )
+
+
+def _fewest_counted(claim: ResourceClaim) -> int:
+    """The fewest devices the claim's requests take, "all" not counted (how
+    many that is depends on the node)."""
+    return sum(min(0 if a.mode == ALL else a.count for a in r.alternatives) for r in claim.requests)
+
+
 def allocate(
     store: DeviceStore,
     claims: Sequence[ResourceClaim],
@@ -211,35 +268,50 @@ def allocate(
     hold already. `build` False: only whether they fit (an empty list), as
     Filter asks. `released`: claims whose devices count as free (preemption's
     dry run: the pods holding them are the victims). AllocationError when a
-    claim can never be allocated as it stands."""
+    claim can never be allocated as it stands (one asking more devices than a
+    claim can have among them, as kube checks before it searches)."""
     slices = store.slices_for(node, labels)
     if not slices:
+        for claim in claims:
+            _within_limit(claim, _fewest_counted(claim))
         return None
     if not build and not taken and len(claims) == 1:
         lone = _lone_request(claims[0])
         if lone is not None:
+            _within_limit(claims[0], lone.count)
             fits = _enough_free(store, claims[0], lone, slices, node, labels, released)
             if fits is not None:
                 return [] if fits else None
-    slots = []
-    for ci, claim in enumerate(claims):
-        for ri, r in enumerate(claim.requests):
-            alts = tuple(
-                (alt, _candidates(store, claim, alt, slices, node, labels))
-                for alt in r.alternatives
-            )
-            slots.append(_Slot(ci, ri, alts))
     search = _Search(
         store,
         claims,
-        slots,
+        [],
         set(taken or ()),
         released=released,
         pools=tuple(dict.fromkeys((s.driver, s.pool) for s in slices)),
     )
+    for ci, claim in enumerate(claims):
+        _within_limit(claim, _fewest_counted(claim))
+        first = len(search.slots)
+        for ri, r in enumerate(claim.requests):
+            alts = []
+            sizes = []
+            for alt in r.alternatives:
+                cands = _candidates(store, claim, alt, slices, node, labels)
+                if alt.mode == ALL:
+                    cands = _all_devices(search, claim, alt, cands)
+                alts.append((alt, cands))
+                sizes.append(len(cands) if alt.mode == ALL else alt.count)
+            search.slots.append(_Slot(ci, ri, tuple(alts), tuple(sizes)))
+        rest = 0
+        for slot in reversed(search.slots[first:]):
+            slot.rest = rest
+            rest += min(slot.sizes)
+        _within_limit(claim, rest)
     search.chosen = [{} for _ in claims]
     search.picked = [[] for _ in claims]
-    if not _fill(search, 0):
+    search.devices = [0] * len(claims)
+    if not _search(search):
         return None
     if not build:
         return []
@@ -473,18 +545,6 @@ def _constraints_hold(search: _Search, ci: int) -> bool:
     return True
 
 
-def _fill(search: _Search, i: int) -> bool:
-    if i == len(search.slots):
-        return True
-    slot = search.slots[i]
-    for alt, cands in slot.alternatives:
-        if _take(search, slot, alt, cands, i):
-            return True
-        if search.steps > MAX_STEPS:
-            return False
-    return False
-
-
 def _in_claim(search: _Search, ci: int) -> set[DeviceID]:
     """The devices this claim's earlier requests took (a device serves one
     request of a claim, admin access or not, unless claims share it)."""
@@ -629,113 +689,194 @@ def _give_back(search: _Search, t: _Taken, admin: bool) -> None:
                 used[c] -= q
 
 
-def _take(
-    search: _Search, slot: _Slot, alt: ExactRequest, cands: Sequence[Published], i: int
-) -> bool:
-    ci = slot.claim
-    claim = search.claims[ci]
-    mine = _in_claim(search, ci)
-    if alt.mode == ALL:
-        if alt.capacity or any(p.device.multi or p.device.policies for p in cands):
-            # Devices that cannot give what the request asks of them are not
-            # part of "all" (kube leaves them out before the search starts).
-            cands = [
-                p
-                for p in cands
-                if not (alt.capacity or p.device.multi or p.device.policies)
-                or _share(search, alt, p, in_flight=False) is not None
-            ]
-        store = search.store
-        for pool in search.pools:
-            where = (
-                f"claim {claim.key}, request {alt.name}: asks for all devices, but resource pool"
-            )
-            if pool in store.incomplete_pools:
-                raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently being updated")
-            if pool in store.partitioned and isinstance(
-                store.counters_left(*pool, search.released), str
-            ):
-                raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently invalid")
-        if not cands:
-            return False
-        for k in range(1, len(cands) + 1):
-            search.chosen[ci][alt.name] = list(cands[:k])
-            if not _constraints_hold(search, ci):
-                search.chosen[ci].pop(alt.name, None)
-                raise AllocationError(
-                    f"claim {claim.key}, request {alt.name}: cannot add device "
-                    f"{cands[k - 1].device.id} because a claim constraint would not be satisfied"
-                )
-        search.chosen[ci].pop(alt.name, None)
-        took: list[_Taken] = []
-        for p in cands:
-            t = _try(search, ci, alt, p, mine)
-            if t is None:
-                for back in reversed(took):
-                    _give_back(search, back, alt.admin_access)
+def _all_devices(
+    search: _Search, claim: ResourceClaim, alt: ExactRequest, cands: Sequence[Published]
+) -> Sequence[Published]:
+    """What "all" is for the request on the node, fixed before the search as
+    kube fixes it: every device selected, but those that cannot give the
+    capacity the request asks of them. A pool being published or whose
+    counters are inconsistent makes it unknowable: an error, as kube's."""
+    store = search.store
+    where = f"claim {claim.key}, request {alt.name}: asks for all devices, but resource pool"
+    for pool in search.pools:
+        if pool in store.incomplete_pools:
+            raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently being updated")
+        if pool in store.partitioned and isinstance(
+            store.counters_left(*pool, search.released), str
+        ):
+            raise AllocationError(f"{where} {pool[0]}/{pool[1]} is currently invalid")
+    if alt.capacity or any(p.device.multi or p.device.policies for p in cands):
+        return [
+            p
+            for p in cands
+            if not (alt.capacity or p.device.multi or p.device.policies)
+            or _share(search, alt, p, in_flight=False) is not None
+        ]
+    return cands
+
+
+def _search(search: _Search) -> bool:
+    """Depth first through the slots, one frame a request on a stack of our
+    own: a frame that finds a way to serve its request lets the next request
+    start; one that has none left is dropped and the frame before it tries its
+    next way. False when the first frame runs out, or the steps do."""
+    slots = search.slots
+    frames: list[_Frame] = []
+    while len(frames) < len(slots):
+        f = _Frame(slots[len(frames)])
+        frames.append(f)
+        while not _advance(search, f):
+            frames.pop()
+            if not frames or search.steps > MAX_STEPS:
                 return False
-            took.append(t)
-        if _commit(search, slot, alt, took, i):
-            return True
-        for back in reversed(took):
-            _give_back(search, back, alt.admin_access)
-        return False
-    need = alt.count
-    taken = search.taken
+            f = frames[-1]
+    return True
+
+
+def _advance(search: _Search, f: _Frame) -> bool:
+    """Move the frame to the next way of serving its request and record it;
+    False when there is none left (the frame then holds nothing) or the steps
+    ran out (the search is then abandoned as it stands)."""
+    slot = f.slot
+    ci = slot.claim
+    if f.done:
+        f.done = False
+        alt = slot.alternatives[f.alt][0]
+        search.picked[ci].pop()
+        search.devices[ci] -= len(f.took)
+        if alt.mode == ALL:
+            _drop(search, f, alt)
+        elif _pick(search, f, alt, _back(search, f, alt)):
+            return _record(search, f, alt)
+        elif search.steps > MAX_STEPS:
+            return False
+    while f.alt + 1 < len(slot.alternatives):
+        f.alt += 1
+        alt, cands = slot.alternatives[f.alt]
+        if search.devices[ci] + slot.sizes[f.alt] + slot.rest > ALLOCATION_RESULTS_MAX:
+            continue  # the claim would get more devices than it can have
+        f.mine = _in_claim(search, ci)
+        if alt.mode == ALL:
+            found = _take_all(search, f, alt, cands)
+        else:
+            f.free = _free(search, f, alt, cands)
+            found = len(f.free) >= alt.count and _pick(search, f, alt, 0)
+        if found:
+            return _record(search, f, alt)
+        if search.steps > MAX_STEPS:
+            return False
+    return False
+
+
+def _record(search: _Search, f: _Frame, alt: ExactRequest) -> bool:
+    ci = f.slot.claim
+    search.picked[ci].append((alt, f.took))
+    search.devices[ci] += len(f.took)
+    f.done = True
+    return True
+
+
+def _free(
+    search: _Search, f: _Frame, alt: ExactRequest, cands: Sequence[Published]
+) -> list[Published]:
+    """The candidates not taken: by allocated or in-flight claims, by this
+    search, or by the claim's other requests (admin access minds only these)."""
+    mine = f.mine
     if alt.admin_access:
-        free = [p for p in cands if p.device.multi or p.id not in mine]
-    elif search.released:
-        free = [
+        return [p for p in cands if p.device.multi or p.id not in mine]
+    taken = search.taken
+    if search.released:
+        return [
             p
             for p in cands
             if p.device.multi
             or ((d := p.id) not in taken and d not in mine and not search.in_use(d))
         ]
-    else:
-        used = search.store.used
-        free = [
-            p
-            for p in cands
-            if p.device.multi or ((d := p.id) not in taken and d not in used and d not in mine)
-        ]
-    if len(free) < need:
-        return False
-    picked: list[_Taken] = []
+    used = search.store.used
+    return [
+        p
+        for p in cands
+        if p.device.multi or ((d := p.id) not in taken and d not in used and d not in mine)
+    ]
 
-    def pick(start: int) -> bool:
-        if len(picked) == need:
-            return _commit(search, slot, alt, list(picked), i)
-        for j in range(start, len(free) - (need - len(picked)) + 1):
-            search.steps += 1
-            if search.steps > MAX_STEPS:
+
+def _pick(search: _Search, f: _Frame, alt: ExactRequest, j: int) -> bool:
+    """Go on choosing `alt.count` of the frame's free devices, in order, from
+    index `j` on, backing out of a device when no choice after it can
+    complete the request under the claim's constraints. True when the frame
+    holds a full choice; False when none is left (the frame holds nothing) or
+    the steps ran out."""
+    ci = f.slot.claim
+    need = alt.count
+    free, took, at, mine = f.free, f.took, f.at, f.mine
+    chosen = search.chosen[ci]
+    while True:
+        k = len(took)
+        if k == need:
+            return True
+        if j > len(free) - (need - k):
+            if not took:
                 return False
-            t = _try(search, ci, alt, free[j], mine)
-            if t is None:
-                continue
-            picked.append(t)
-            search.chosen[ci][alt.name] = [x.device for x in picked]
-            if _constraints_hold(search, ci) and pick(j + 1):
-                return True
-            picked.pop()
-            _give_back(search, t, alt.admin_access)
-            if picked:
-                search.chosen[ci][alt.name] = [x.device for x in picked]
-            else:
-                search.chosen[ci].pop(alt.name, None)
-        return False
-
-    return pick(0)
+            j = _back(search, f, alt)
+            continue
+        search.steps += 1
+        if search.steps > MAX_STEPS:
+            return False
+        t = _try(search, ci, alt, free[j], mine)
+        j += 1
+        if t is None:
+            continue
+        took.append(t)
+        at.append(j - 1)
+        chosen[alt.name] = [x.device for x in took]
+        if not _constraints_hold(search, ci):
+            j = _back(search, f, alt)
 
 
-def _commit(search: _Search, slot: _Slot, alt: ExactRequest, took: list[_Taken], i: int) -> bool:
-    ci = slot.claim
-    search.chosen[ci][alt.name] = [t.device for t in took]
-    if not _constraints_hold(search, ci):
-        search.chosen[ci].pop(alt.name, None)
-        return False
-    search.picked[ci].append((alt, took))
-    if _fill(search, i + 1):
-        return True
-    search.picked[ci].pop()
-    search.chosen[ci].pop(alt.name, None)
-    return False
+def _back(search: _Search, f: _Frame, alt: ExactRequest) -> int:
+    """Give back the frame's last device; the index of `free` to go on from."""
+    _give_back(search, f.took.pop(), alt.admin_access)
+    j = f.at.pop() + 1
+    chosen = search.chosen[f.slot.claim]
+    if f.took:
+        chosen[alt.name] = [x.device for x in f.took]
+    else:
+        chosen.pop(alt.name, None)
+    return j
+
+
+def _drop(search: _Search, f: _Frame, alt: ExactRequest) -> None:
+    """Give back every device the frame holds."""
+    for t in reversed(f.took):
+        _give_back(search, t, alt.admin_access)
+    f.took.clear()
+    f.at.clear()
+    search.chosen[f.slot.claim].pop(alt.name, None)
+
+
+def _take_all(search: _Search, f: _Frame, alt: ExactRequest, cands: Sequence[Published]) -> bool:
+    """Take every device of "all", in order, as kube does: one in use, short
+    of counters or capacity, or with a taint the request does not tolerate
+    means none (the node cannot serve); one that breaks a constraint of the
+    claim is an error (such a claim can never be allocated)."""
+    if not cands:
+        return False  # "all" is at least one device
+    ci = f.slot.claim
+    claim = search.claims[ci]
+    chosen = search.chosen[ci]
+    took = f.took
+    for p in cands:
+        search.steps += 1
+        t = None if _untolerated(search.store, p, alt) else _try(search, ci, alt, p, f.mine)
+        if t is None:
+            _drop(search, f, alt)
+            return False
+        took.append(t)
+        chosen[alt.name] = [x.device for x in took]
+        if not _constraints_hold(search, ci):
+            _drop(search, f, alt)
+            raise AllocationError(
+                f"claim {claim.key}, request {alt.name}: cannot add device {p.id} because a "
+                "claim constraint would not be satisfied"
+            )
+    return True
