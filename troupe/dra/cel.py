@@ -10,8 +10,9 @@ costs a few microseconds) and evaluated against one device at a time, as
 - `device.capacity["<domain>"].<name>`: quantities;
 - `device.allowMultipleAllocations`: whether claims may share the device.
 
-Looking up a domain the device does not have gives an empty map, as in kube;
-a missing attribute in it is an evaluation error (use `has()` or `in`).
+Looking up a domain the device does not have gives an empty map, as in kube
+(the lookups are rewritten to `(K in M ? M[K] : {})`, see `celcost`); a
+missing attribute in it is an evaluation error (use `has()` or `in`).
 
 Kubernetes' CEL libraries that selectors use are added as functions:
 quantities (`quantity("1Gi")`, `isQuantity`, `compareTo`, `isLessThan`,
@@ -23,10 +24,18 @@ quantities (`quantity("1Gi")`, `isQuantity`, `compareTo`, `isLessThan`,
 users never write, so `==` compares them by value and `compareTo` knows which
 they are.
 
-A selector that does not compile, that is too costly (an estimate from its
-length and the nesting of its comprehensions, against kube's limit of 1 000 000
-per expression), or that fails or does not give a boolean on a device, makes
-the claim unallocatable with the CEL error in the reason; never a crash.
+A selector that does not compile, that is too costly, or that fails or does
+not give a boolean on a device, makes the claim unallocatable with the CEL
+error in the reason; never a crash. The cost is bounded before any
+evaluation (the interpreter cannot stop one): `celcost` parses the
+expression and estimates its worst cost on any device kube admits, against
+kube's limit of 1 000 000 per expression (`CELSelectorExpressionMaxCost`);
+over it, the selector is refused with kube's words ("too complex, exceeds
+cost limit"), as is one whose cost cannot be estimated.
+
+Compiled selectors (and the errors of those that do not compile) are kept
+for the 4096 expressions used last (COMPILED_MAX): a bounded cache, and a
+miss costs only a compile.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Final
 
+from troupe.dra import celcost
 from troupe.dra.types import Device, Version
 
 COST_LIMIT: Final = 1_000_000
@@ -51,10 +61,7 @@ _SEMVER_RE: Final = re.compile(
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
-_DOMAIN_LOOKUP: Final = re.compile(
-    r"device\s*\.\s*(?:attributes|capacity)\s*\[\s*[\"']([^\"']+)[\"']\s*\]"
-)
-_MACRO: Final = re.compile(r"\.\s*(all|exists_one|exists|map|filter)\s*\(")
+COMPILED_MAX: Final = 4096
 
 
 @lru_cache(maxsize=1)
@@ -278,9 +285,6 @@ def device_variable(device: Device, driver: str) -> dict[str, Any]:
     for name, q in device.capacity.items():
         domain, _, short = name.rpartition("/")
         caps.setdefault(domain, {})[short] = _q(q)
-    for d in attrs.keys() | caps.keys():  # a domain either map lacks reads as empty
-        attrs.setdefault(d, {})
-        caps.setdefault(d, {})
     return {
         "driver": driver,
         "attributes": attrs,
@@ -293,57 +297,27 @@ def device_variable(device: Device, driver: str) -> dict[str, Any]:
 
 
 def estimated_cost(expr: str) -> int:
-    """A rough upper bound of what evaluating `expr` on one device costs: its
-    length, times 100 for each level of comprehension (all, exists, map...)
-    it nests, as kube's estimator charges a comprehension over a list of
-    unknown size far more than a plain comparison."""
-    depth = 0
-    worst = 0
-    stack: list[bool] = []
-    i = 0
-    while i < len(expr):
-        m = _MACRO.match(expr, i)
-        if m is not None:
-            depth += 1
-            worst = max(worst, depth)
-            stack.append(True)
-            i = m.end()
-            continue
-        ch = expr[i]
-        if ch == "(":
-            stack.append(False)
-        elif ch == ")" and stack:
-            if stack.pop():
-                depth -= 1
-        elif ch in "\"'":
-            end = expr.find(ch, i + 1)
-            i = len(expr) if end < 0 else end
-        i += 1
-    cost: int = len(expr) * 100**worst
-    return cost
+    """The most evaluating `expr` on one device can cost (kube's cost units,
+    roughly; see `celcost`); CelError if it cannot be estimated."""
+    try:
+        return celcost.estimate(celcost.parse(expr))
+    except celcost.CostError as e:
+        raise CelError(
+            f"CEL compile error: cannot estimate the cost of the expression: {e}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
 class Selector:
     expression: str
-    program: Any
-    domains: tuple[str, ...]  # domains looked up by name (an empty map if absent)
+    program: Any  # of the expression with its domain lookups rewritten
+    cost: int  # the estimate, at most COST_LIMIT
 
     def matches(self, device: DeviceEnv) -> bool:
         """Whether the device is selected; CelError if the expression fails on
         it or does not give a boolean."""
-        ctx = device.context
-        missing = [d for d in self.domains if d not in device.domains]
-        if missing:
-            var = device.variable
-            var = {
-                **var,
-                "attributes": {**{d: {} for d in missing}, **var["attributes"]},
-                "capacity": {**{d: {} for d in missing}, **var["capacity"]},
-            }
-            ctx = _engine().Context(variables={"device": var}, functions=FUNCTIONS)
         try:
-            out = self.program.execute(ctx)
+            out = self.program.execute(device.context)
         except KeyError as e:
             raise CelError(
                 f"CEL runtime error: no such key: {e.args[0] if e.args else e}"
@@ -358,11 +332,10 @@ class Selector:
 class DeviceEnv:
     """A device as selectors see it, built once per published device."""
 
-    __slots__ = ("_context", "domains", "variable")
+    __slots__ = ("_context", "variable")
 
     def __init__(self, device: Device) -> None:
         self.variable = device_variable(device, device.id.driver)
-        self.domains = frozenset(self.variable["attributes"])
         self._context: Any = None
 
     @property
@@ -378,20 +351,50 @@ def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
-@lru_cache(maxsize=4096)
 def compile_selector(expr: str) -> Selector:
     """The compiled selector; CelError (with the compiler's message) if `expr`
-    does not compile or its estimated cost is over the limit."""
-    cost = estimated_cost(expr)
-    if cost > COST_LIMIT:
-        raise CelError(
-            f"CEL compile error: estimated cost {cost} exceeds the limit of {COST_LIMIT} "
-            "per expression"
-        )
+    does not compile, its cost cannot be estimated or is over the limit."""
+    got = _compiled(expr)
+    if isinstance(got, CelError):
+        raise got
+    return got
+
+
+@lru_cache(maxsize=COMPILED_MAX)
+def _compiled(expr: str) -> Selector | CelError:
+    engine = _engine()
     try:
-        program = _engine().compile(expr)
+        program = engine.compile(expr)
     except Exception as e:
         text = str(e).strip()
         text = text.removeprefix(f"Failed to parse expression '{expr}': ")
-        raise CelError(f"CEL compile error: {' '.join(text.split())}") from None
-    return Selector(expr, program, tuple(dict.fromkeys(_DOMAIN_LOOKUP.findall(expr))))
+        return CelError(f"CEL compile error: {' '.join(text.split())}")
+    try:
+        root = celcost.parse(expr)
+        if celcost.references(root) != _references(program):
+            # This parser read the text otherwise than the interpreter: the
+            # estimate would be of another expression.
+            raise celcost.CostError("the expression could not be analysed")
+        cost = celcost.estimate(root)
+        rewritten = celcost.with_empty_domains(expr, root)
+    except celcost.CostError as e:
+        return CelError(f"CEL compile error: cannot estimate the cost of the expression: {e}")
+    if cost > COST_LIMIT:
+        return CelError(
+            f"CEL compile error: too complex, exceeds cost limit "
+            f"(estimated cost {cost}, limit {COST_LIMIT})"
+        )
+    if rewritten != expr:
+        try:
+            program = engine.compile(rewritten)
+        except Exception as e:  # a bug of the rewriting: say so, never crash
+            return CelError(f"CEL compile error: internal error: {_first_line(e)}")
+    return Selector(expr, program, cost)
+
+
+def _references(program: Any) -> tuple[frozenset[str], frozenset[str]]:
+    """The variables and named functions the interpreter sees in a program
+    (operators and macro expansions, named `_+_`, `@in`, `!_`..., left out)."""
+    refs = program.references()
+    named = frozenset(f for f in refs["functions"] if f[:1] not in ("_", "@", "!", "-"))
+    return frozenset(refs["variables"]), named

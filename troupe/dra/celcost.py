@@ -1,0 +1,910 @@
+"""What a CEL selector can cost, from its syntax tree: the bound that keeps one
+claim from holding the scheduling loop.
+
+kube's allocator compiles a selector with cel-go, which estimates its worst
+cost from the checked expression and the declared sizes of `device` (the API
+server refuses an expression over `CELSelectorExpressionMaxCost`, 1 000 000),
+and evaluates it with that limit as a runtime cost limit. The interpreter we
+use (common-expression-language) exposes neither a syntax tree nor a cost, and
+cannot stop an evaluation; so the bound is computed here, before any
+evaluation, over a syntax tree this module parses itself:
+
+- the lexer follows CEL's grammar (CEL.g4): quoted, raw, triple-quoted and
+  byte strings with their escapes, `//` comments, numbers, identifiers; text
+  inside a string or a comment is never read as code;
+- a Pratt parser builds the tree (deep nesting is refused rather than
+  recursed into: the interpreter refuses it too);
+- the estimate walks the tree with the size of every value: literals give
+  theirs, `device` gives kube's declared maxima (32 domains of 32 attributes,
+  values of at most 64 characters, domains of 63), comprehensions (`all`,
+  `exists`, `exists_one`, `map`, `filter`) multiply their body's cost by the
+  size of their range, and functions that build strings or lists (`+`,
+  `replace`, `split`, `join`, `map`) give results as large as they can be.
+
+The tree must name the same variables and functions the interpreter's own
+parser reports for the expression; if they differ (this parser read
+something another way), the expression is refused as one whose cost cannot be
+known, never evaluated unbounded.
+
+The same tree gives the interpreter a version of the expression in which
+looking up a domain of `device.attributes` or `device.capacity` that the
+device lacks gives an empty map, as in kube (`(K in M ? M[K] : {})`), without
+changing what `in`, `size()` or iterating over those maps see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+# kube's declared sizes of what `device` holds (resource.k8s.io/v1).
+DOMAIN_MAX: Final = 63  # DeviceMaxDomainLength
+ID_MAX: Final = 32  # DeviceMaxIDLength
+DRIVER_MAX: Final = 63  # DriverNameMaxLength
+PER_DEVICE_MAX: Final = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
+VALUE_MAX: Final = 64  # DeviceAttributeMaxValueLength
+# How deeply groups (parentheses, lists, maps, calls) may nest; the
+# interpreter refuses less than 100 parentheses.
+NESTING_MAX: Final = 100
+# Our functions are Python: each call converts its arguments, a few microseconds.
+PYTHON_CALL: Final = 20
+MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+
+class CostError(Exception):
+    """The expression could not be analysed (the text says why)."""
+
+
+# ---- lexer -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str  # "id", "str", "bytes", "num", "op", "end"
+    text: str  # the operator or identifier; for literals, their text as written
+    start: int
+    end: int
+    size: int = 1  # for strings and bytes: at most this many characters
+
+
+_OPS: Final = (
+    "&&",
+    "||",
+    "<=",
+    ">=",
+    "==",
+    "!=",
+    "<",
+    ">",
+    "!",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "?",
+    ":",
+    ".",
+    ",",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+)
+_WHITESPACE: Final = frozenset("\t\n\r\f ")
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
+
+
+def _is_letter(c: str) -> bool:
+    return ("a" <= c <= "z") or ("A" <= c <= "Z") or c == "_"
+
+
+def _string_end(text: str, i: int, raw: bool) -> int:
+    """The end of the string literal whose quote starts at `i` (CEL.g4's STRING)."""
+    q = text[i]
+    triple = text.startswith(q * 3, i)
+    j = i + (3 if triple else 1)
+    n = len(text)
+    while j < n:
+        c = text[j]
+        if triple and text.startswith(q * 3, j):
+            return j + 3
+        if not triple:
+            if c == q:
+                return j + 1
+            if c in "\r\n":
+                raise CostError("newline in a string literal")
+        if c == "\\" and not raw:
+            j = _escape_end(text, j)
+            continue
+        j += 1
+    raise CostError("unterminated string literal")
+
+
+def _escape_end(text: str, j: int) -> int:
+    """The end of the escape sequence at `j` (a backslash)."""
+    nxt = text[j + 1 : j + 2]
+    if nxt and nxt in "abfnrtv\"'\\?`":
+        return j + 2
+    if nxt in ("x", "X") and all(c in _HEX for c in text[j + 2 : j + 4]) and j + 4 <= len(text):
+        return j + 4
+    if nxt == "u" and j + 6 <= len(text) and all(c in _HEX for c in text[j + 2 : j + 6]):
+        return j + 6
+    if nxt == "U" and j + 10 <= len(text) and all(c in _HEX for c in text[j + 2 : j + 10]):
+        return j + 10
+    if (
+        nxt
+        and nxt in "0123"
+        and j + 4 <= len(text)
+        and all(c in "01234567" for c in text[j + 2 : j + 4])
+    ):
+        return j + 4
+    raise CostError(f"invalid escape sequence at {j}")
+
+
+def _digits(text: str, j: int) -> int:
+    while j < len(text) and text[j].isdigit():
+        j += 1
+    return j
+
+
+def _number_end(text: str, i: int) -> int:
+    """The end of the number at `i` (CEL.g4's NUM_FLOAT, NUM_INT, NUM_UINT)."""
+    n = len(text)
+    if text.startswith(("0x", "0X"), i) and text[i + 2 : i + 3] in _HEX and i + 2 < n:
+        j = i + 2
+        while j < n and text[j] in _HEX:
+            j += 1
+        return j + 1 if text[j : j + 1] in ("u", "U") and j < n else j
+    j = _digits(text, i)
+    is_float = False
+    if text[j : j + 1] == "." and text[j + 1 : j + 2].isdigit():
+        j = _digits(text, j + 1)
+        is_float = True
+    if text[j : j + 1] in ("e", "E") and j < n:
+        k = j + 1
+        if text[k : k + 1] in ("+", "-") and k < n:
+            k += 1
+        if text[k : k + 1].isdigit():
+            j = _digits(text, k)
+            is_float = True
+    if not is_float and text[j : j + 1] in ("u", "U") and j < n:
+        j += 1
+    return j
+
+
+def tokens(text: str) -> list[Token]:
+    """CEL's tokens (comments and whitespace dropped); CostError where the
+    text is no CEL."""
+    out: list[Token] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in _WHITESPACE:
+            i += 1
+            continue
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        start = i
+        # String and byte literals: [bB]? [rR]? quote, or [rR] [bB]? is not CEL.
+        k = i
+        is_bytes = text[k] in "bB" and k + 1 < n
+        if is_bytes:
+            k += 1
+        raw = k < n and text[k] in "rR"
+        if raw:
+            k += 1
+        if k < n and text[k] in "\"'" and (is_bytes or raw or k == i):
+            end = _string_end(text, k, raw)
+            # Escapes only shorten what the quotes hold.
+            body = end - k - (6 if end - k >= 6 and text.startswith(text[k] * 3, k) else 2)
+            kind = "bytes" if is_bytes else "str"
+            out.append(Token(kind, text[start:end], start, end, max(body, 0)))
+            i = end
+            continue
+        if _is_letter(c):
+            j = i + 1
+            while j < n and (_is_letter(text[j]) or text[j].isdigit()):
+                j += 1
+            out.append(Token("id", text[i:j], i, j))
+            i = j
+            continue
+        if c.isdigit() or (c == "." and text[i + 1 : i + 2].isdigit()):
+            j = _number_end(text, i)
+            out.append(Token("num", text[i:j], i, j))
+            i = j
+            continue
+        for op in _OPS:
+            if text.startswith(op, i):
+                out.append(Token("op", op, i, i + len(op)))
+                i += len(op)
+                break
+        else:
+            raise CostError(f"unexpected character {c!r} at {i}")
+    out.append(Token("end", "", n, n))
+    return out
+
+
+# ---- syntax tree -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Node:
+    start: int
+    end: int
+
+
+@dataclass(slots=True)
+class Lit(Node):
+    kind: str  # "str", "bytes", "num", "bool", "null"
+    size: int = 1
+    value: str | None = None  # a plain string literal's text (no escapes, not raw)
+
+
+@dataclass(slots=True)
+class Ident(Node):
+    name: str
+
+
+@dataclass(slots=True)
+class Select(Node):
+    operand: Node
+    name: str
+    test_only: bool = False  # has(operand.name)
+
+
+@dataclass(slots=True)
+class Index(Node):
+    operand: Node
+    key: Node
+
+
+@dataclass(slots=True)
+class Call(Node):
+    name: str
+    target: Node | None
+    args: list[Node]
+
+
+@dataclass(slots=True)
+class Comprehension(Node):
+    macro: str
+    range: Node
+    var: str
+    args: list[Node]  # the predicate or the transform (map of three: both)
+
+
+@dataclass(slots=True)
+class ListLit(Node):
+    items: list[Node]
+
+
+@dataclass(slots=True)
+class MapLit(Node):
+    keys: list[Node]
+    values: list[Node]
+    message: bool = False  # Type{field: value}: the keys are field names
+
+
+@dataclass(slots=True)
+class Unary(Node):
+    op: str
+    operand: Node
+
+
+@dataclass(slots=True)
+class Binary(Node):
+    op: str
+    left: Node
+    right: Node
+
+
+@dataclass(slots=True)
+class Cond(Node):
+    cond: Node
+    then: Node
+    other: Node
+
+
+def children(n: Node) -> list[Node]:
+    if isinstance(n, (Select, Unary)):
+        return [n.operand]
+    if isinstance(n, Index):
+        return [n.operand, n.key]
+    if isinstance(n, Call):
+        return ([n.target] if n.target is not None else []) + n.args
+    if isinstance(n, Comprehension):
+        return [n.range, *n.args]
+    if isinstance(n, ListLit):
+        return n.items
+    if isinstance(n, MapLit):
+        return n.values if n.message else n.keys + n.values
+    if isinstance(n, Binary):
+        return [n.left, n.right]
+    if isinstance(n, Cond):
+        return [n.cond, n.then, n.other]
+    return []
+
+
+def walk(root: Node) -> Iterator[Node]:
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
+
+
+# Binding powers, loosest first (CEL's precedence); the ternary is looser
+# than all, unary operators and member access tighter.
+_BINARY: Final = {
+    "||": 2,
+    "&&": 3,
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "==": 4,
+    "!=": 4,
+    "in": 4,
+    "+": 5,
+    "-": 5,
+    "*": 6,
+    "/": 6,
+    "%": 6,
+}
+_TERNARY: Final = 1
+_UNARY: Final = 7
+
+
+class _Parser:
+    """A Pratt parser of CEL.g4's expressions: chains of operators and member
+    accesses are read in a loop; only groups (parentheses, lists, maps, call
+    arguments) recurse, at most NESTING_MAX deep."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = tokens(text)
+        self.i = 0
+        self.groups = 0
+
+    def peek(self) -> Token:
+        return self.toks[self.i]
+
+    def take(self) -> Token:
+        t = self.toks[self.i]
+        if t.kind != "end":
+            self.i += 1
+        return t
+
+    def at(self, op: str) -> bool:
+        t = self.toks[self.i]
+        return t.kind == "op" and t.text == op
+
+    def expect(self, op: str) -> Token:
+        t = self.take()
+        if t.kind != "op" or t.text != op:
+            raise CostError(f"expected {op!r} at {t.start}")
+        return t
+
+    def parse(self) -> Node:
+        node = self.expr(0)
+        t = self.peek()
+        if t.kind != "end":
+            raise CostError(f"unexpected {t.text!r} at {t.start}")
+        return node
+
+    def enter(self) -> None:
+        self.groups += 1
+        if self.groups > NESTING_MAX:
+            raise CostError("expression nested too deeply")
+
+    def expr(self, min_bp: int) -> Node:
+        lhs = self.prefix()
+        while True:
+            t = self.peek()
+            op = t.text if t.kind == "op" or (t.kind == "id" and t.text == "in") else ""
+            if op in (".", "["):
+                lhs = self.member(lhs)
+                continue
+            bp = _BINARY.get(op)
+            if bp is not None and bp >= min_bp:
+                self.take()
+                rhs = self.expr(bp + 1)
+                lhs = Binary(lhs.start, rhs.end, op, lhs, rhs)
+                continue
+            if op == "?" and min_bp <= _TERNARY:
+                self.take()
+                self.enter()
+                then = self.expr(_BINARY["||"])
+                self.expect(":")
+                other = self.expr(_TERNARY)
+                self.groups -= 1
+                lhs = Cond(lhs.start, other.end, lhs, then, other)
+                continue
+            return lhs
+
+    def member(self, lhs: Node) -> Node:
+        t = self.take()
+        if t.text == "[":
+            self.enter()
+            key = self.expr(0)
+            close = self.expect("]")
+            self.groups -= 1
+            return Index(lhs.start, close.end, lhs, key)
+        name = self.take()
+        if name.kind != "id":
+            raise CostError(f"expected a field name at {name.start}")
+        if self.at("("):
+            args, end = self.arguments()
+            return self.call(name.text, lhs, args, lhs.start, end)
+        if self.at("{") and _qualified(lhs):
+            return self.message(lhs.start)
+        return Select(lhs.start, name.end, lhs, name.text)
+
+    def arguments(self) -> tuple[list[Node], int]:
+        self.expect("(")
+        self.enter()
+        args: list[Node] = []
+        while not self.at(")"):
+            args.append(self.expr(0))
+            if not self.at(")"):
+                self.expect(",")
+        self.groups -= 1
+        return args, self.take().end
+
+    def call(self, name: str, target: Node | None, args: list[Node], start: int, end: int) -> Node:
+        if target is None and name == "has" and len(args) == 1 and isinstance(args[0], Select):
+            s = args[0]
+            return Select(start, end, s.operand, s.name, test_only=True)
+        if (
+            target is not None
+            and name in MACROS
+            and args
+            and isinstance(args[0], Ident)
+            and (len(args) == 2 or (name == "map" and len(args) == 3))
+        ):
+            return Comprehension(start, end, name, target, args[0].name, args[1:])
+        return Call(start, end, name, target, args)
+
+    def message(self, start: int) -> Node:
+        self.expect("{")
+        self.enter()
+        keys: list[Node] = []
+        values: list[Node] = []
+        while not self.at("}"):
+            f = self.take()
+            if f.kind != "id":
+                raise CostError(f"expected a field name at {f.start}")
+            self.expect(":")
+            keys.append(Lit(f.start, f.end, "str", len(f.text), f.text))
+            values.append(self.expr(0))
+            if not self.at("}"):
+                self.expect(",")
+        self.groups -= 1
+        return MapLit(start, self.take().end, keys, values, message=True)
+
+    def prefix(self) -> Node:
+        t = self.take()
+        if t.kind == "op" and t.text in ("!", "-"):
+            ops = [t]
+            while self.at("!") or self.at("-"):
+                ops.append(self.take())
+            node = self.expr(_UNARY)
+            for u in reversed(ops):
+                node = Unary(u.start, node.end, u.text, node)
+            return node
+        if t.kind in ("str", "bytes"):
+            plain = t.kind == "str" and t.text[:1] in "\"'" and "\\" not in t.text
+            triple = t.text[:3] in ('"""', "'''")
+            value = t.text[1:-1] if plain and not triple else None
+            return Lit(t.start, t.end, t.kind, t.size, value)
+        if t.kind == "num":
+            return Lit(t.start, t.end, "num")
+        if t.kind == "id":
+            if t.text in ("true", "false"):
+                return Lit(t.start, t.end, "bool")
+            if t.text == "null":
+                return Lit(t.start, t.end, "null")
+            if self.at("("):
+                args, end = self.arguments()
+                return self.call(t.text, None, args, t.start, end)
+            if self.at("{"):
+                return self.message(t.start)
+            return Ident(t.start, t.end, t.text)
+        if t.kind == "op" and t.text == "(":
+            self.enter()
+            inner = self.expr(0)
+            close = self.expect(")")
+            self.groups -= 1
+            inner.start, inner.end = t.start, close.end
+            return inner
+        if t.kind == "op" and t.text == "[":
+            self.enter()
+            items: list[Node] = []
+            while not self.at("]"):
+                items.append(self.expr(0))
+                if not self.at("]"):
+                    self.expect(",")
+            self.groups -= 1
+            return ListLit(t.start, self.take().end, items)
+        if t.kind == "op" and t.text == "{":
+            self.enter()
+            keys: list[Node] = []
+            values: list[Node] = []
+            while not self.at("}"):
+                keys.append(self.expr(0))
+                self.expect(":")
+                values.append(self.expr(0))
+                if not self.at("}"):
+                    self.expect(",")
+            self.groups -= 1
+            return MapLit(t.start, self.take().end, keys, values)
+        if t.kind == "op" and t.text == "." and self.peek().kind == "id":
+            name = self.take()
+            if self.at("("):
+                args, end = self.arguments()
+                return self.call("." + name.text, None, args, t.start, end)
+            if self.at("{"):
+                return self.message(t.start)
+            return Ident(t.start, name.end, "." + name.text)
+        raise CostError(f"unexpected {t.text or 'end'!r} at {t.start}")
+
+
+def _qualified(n: Node) -> bool:
+    """Whether the node is a dotted name (a message type's name)."""
+    while isinstance(n, Select) and not n.test_only:
+        n = n.operand
+    return isinstance(n, Ident)
+
+
+def parse(text: str) -> Node:
+    """The syntax tree of a CEL expression; CostError if this parser cannot read it."""
+    try:
+        return _Parser(text).parse()
+    except RecursionError:
+        raise CostError("expression nested too deeply") from None
+
+
+def references(root: Node) -> tuple[frozenset[str], frozenset[str]]:
+    """The variables and the named functions (not operators or macros) the
+    expression uses, as the interpreter's `Program.references()` reports them."""
+    variables: set[str] = set()
+    functions: set[str] = set()
+    for n in walk(root):
+        if isinstance(n, Ident):
+            variables.add(n.name)
+        elif isinstance(n, Call):
+            functions.add(n.name)
+        elif isinstance(n, Comprehension) and n.macro == "filter":
+            variables.add(n.var)  # the interpreter's expansion names it
+    return frozenset(variables), frozenset(functions)
+
+
+# ---- sizes and costs ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """The largest a value can be: `n` characters (strings, bytes), elements
+    (lists) or entries (maps), 1 for scalars; `item` what iterating over it
+    gives (list elements, map keys), `value` what indexing gives; `fields`
+    the fields of an object (`device`)."""
+
+    n: int = 1
+    item: Size | None = None
+    value: Size | None = None
+    fields: tuple[tuple[str, Size], ...] = ()
+
+
+SCALAR: Final = Size()
+
+
+def _merge(a: Size | None, b: Size | None) -> Size | None:
+    if a is None or b is None:
+        return a if b is None else b
+    if a == b:
+        return a
+    fields = dict(a.fields)
+    for k, v in b.fields:
+        fields[k] = _merge(fields.get(k), v) or v
+    return Size(
+        max(a.n, b.n),
+        _merge(a.item, b.item),
+        _merge(a.value, b.value),
+        tuple(sorted(fields.items())),
+    )
+
+
+def _total(s: Size | None) -> int:
+    """How many characters and scalars the value holds at most (what copying
+    or comparing it walks)."""
+    if s is None:
+        return 1
+    if s.fields:
+        return sum(_total(v) for _, v in s.fields)
+    if s.item is None and s.value is None:
+        return s.n
+    inner = _total(s.value) + (_total(s.item) if s.item != s.value else 0)
+    return s.n * inner
+
+
+def _device() -> Size:
+    # A version is a map of one tagged string, a quantity too: as long as a
+    # string of their text and the tag.
+    attribute = Size(VALUE_MAX + len("__semver__"))
+    quantity = Size(VALUE_MAX + len("__quantity__"))
+    attrs = Size(PER_DEVICE_MAX, Size(DOMAIN_MAX), Size(PER_DEVICE_MAX, Size(ID_MAX), attribute))
+    caps = Size(PER_DEVICE_MAX, Size(DOMAIN_MAX), Size(PER_DEVICE_MAX, Size(ID_MAX), quantity))
+    return Size(
+        4,
+        Size(len("allowMultipleAllocations")),
+        fields=(
+            ("allowMultipleAllocations", SCALAR),
+            ("attributes", attrs),
+            ("capacity", caps),
+            ("driver", Size(DRIVER_MAX)),
+        ),
+    )
+
+
+DEVICE: Final = _device()
+# Our functions are Python: a call converts its arguments (microseconds).
+_PYTHON: Final = frozenset(
+    {
+        "quantity",
+        "isQuantity",
+        "semver",
+        "isSemver",
+        "compareTo",
+        "isLessThan",
+        "isGreaterThan",
+        "asInteger",
+        "asApproximateFloat",
+        "isInteger",
+        "sign",
+        "add",
+        "sub",
+        "major",
+        "minor",
+        "patch",
+        "lowerAscii",
+        "upperAscii",
+        "trim",
+        "replace",
+        "split",
+        "join",
+        "indexOf",
+        "lastIndexOf",
+        "substring",
+        "charAt",
+    }
+)
+
+
+def _walk_cost(*sizes: Size | None) -> int:
+    """What walking values costs: a tenth of a unit per character or element,
+    as kube charges string functions."""
+    return 1 + sum(_total(s) for s in sizes) // 10
+
+
+def _result(name: str, args: Sequence[Size]) -> Size:
+    """The size of what a function gives."""
+    first = args[0] if args else SCALAR
+    if name in ("lowerAscii", "upperAscii", "trim", "substring"):
+        return Size(first.n)
+    if name == "string":
+        return Size(max(first.n, 32))
+    if name == "bytes":
+        return Size(4 * first.n)
+    if name == "replace" and len(args) >= 3:
+        return Size(first.n + (first.n + 1) * args[2].n)
+    if name == "split":
+        return Size(first.n + 1, Size(first.n), Size(first.n))
+    if name == "join":
+        sep = args[1].n if len(args) > 1 else 0
+        return Size(first.n * ((first.value or SCALAR).n + sep))
+    if name in ("quantity", "semver", "add", "sub"):
+        return Size(1, Size(12), Size(sum(a.n for a in args) + 2))
+    if name == "dyn":
+        return first
+    return SCALAR
+
+
+def _field(s: Size, key: Node | None) -> Size:
+    """What selecting a field or indexing with `key` gives."""
+    if s.fields:
+        name = key.value if isinstance(key, Lit) else None
+        got: Size | None = None
+        for k, v in s.fields:
+            if name is None or k == name:
+                got = _merge(got, v)
+        return got or SCALAR
+    return s.value or SCALAR
+
+
+class _Estimator:
+    """Post-order over the tree with an explicit stack (long chains of
+    operators nest the tree deeply)."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, tuple[int, Size]] = {}
+        self.scopes: list[dict[str, Size]] = []
+
+    def run(self, root: Node) -> tuple[int, Size]:
+        stack: list[tuple[int, Node]] = [(0, root)]
+        while stack:
+            step, n = stack.pop()
+            if step == 0:  # enter: children first
+                stack.append((1, n))
+                if isinstance(n, Comprehension):
+                    stack.append((3, n))  # pop the scope
+                    stack.extend((0, a) for a in reversed(n.args))
+                    stack.append((2, n))  # push the scope, the range known
+                    stack.append((0, n.range))
+                else:
+                    stack.extend((0, c) for c in reversed(children(n)))
+            elif step == 2:
+                assert isinstance(n, Comprehension)
+                _, sr = self.done[id(n.range)]
+                self.scopes.append({n.var: sr.item or SCALAR})
+            elif step == 3:
+                self.scopes.pop()
+            else:
+                self.done[id(n)] = self.node(n)
+        return self.done[id(root)]
+
+    def of(self, n: Node) -> tuple[int, Size]:
+        return self.done[id(n)]
+
+    def lookup(self, name: str) -> Size:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return DEVICE if name == "device" else SCALAR
+
+    def node(self, n: Node) -> tuple[int, Size]:
+        if isinstance(n, Lit):
+            return 1, Size(n.size) if n.kind in ("str", "bytes") else SCALAR
+        if isinstance(n, Ident):
+            return 1, self.lookup(n.name)
+        if isinstance(n, Select):
+            c, s = self.of(n.operand)
+            if n.test_only:
+                return c + 1, SCALAR
+            return c + 1, _field(s, Lit(n.start, n.end, "str", len(n.name), n.name))
+        if isinstance(n, Index):
+            c, s = self.of(n.operand)
+            ck, sk = self.of(n.key)
+            # a lookup of a domain is evaluated as `K in M ? M[K] : {}`
+            return 2 * (c + ck) + 2 + _walk_cost(sk), _field(s, n.key)
+        if isinstance(n, Unary):
+            return self.of(n.operand)[0] + 1, SCALAR
+        if isinstance(n, Binary):
+            return self.binary(n)
+        if isinstance(n, Cond):
+            cc, _ = self.of(n.cond)
+            ct, st = self.of(n.then)
+            co, so = self.of(n.other)
+            return cc + max(ct, co) + 1, _merge(st, so) or SCALAR
+        if isinstance(n, ListLit):
+            cost, item = 1, None
+            for x in n.items:
+                c, s = self.of(x)
+                cost += c
+                item = _merge(item, s)
+            return cost, Size(len(n.items), item or SCALAR, item or SCALAR)
+        if isinstance(n, MapLit):
+            cost, key, value = 1, None, None
+            for k, v in zip(n.keys, n.values, strict=True):
+                ck, sk = self.of(k) if not n.message else (0, SCALAR)
+                cv, sv = self.of(v)
+                cost += ck + cv + 1
+                key, value = _merge(key, sk), _merge(value, sv)
+            return cost, Size(len(n.keys), key or SCALAR, value or SCALAR)
+        if isinstance(n, Comprehension):
+            return self.comprehension(n)
+        if isinstance(n, Call):
+            return self.call(n)
+        raise CostError(f"no estimate for {type(n).__name__}")
+
+    def binary(self, n: Binary) -> tuple[int, Size]:
+        cl, sl = self.of(n.left)
+        cr, sr = self.of(n.right)
+        cost = cl + cr + 1
+        if n.op == "+":
+            if sl == SCALAR and sr == SCALAR:
+                return cost, SCALAR
+            item = _merge(sl.item, sr.item)
+            value = _merge(sl.value, sr.value)
+            out = Size(sl.n + sr.n, item, value)
+            return cost + _walk_cost(out), out
+        if n.op in ("==", "!=", "<", "<=", ">", ">="):
+            return cost + _walk_cost(sl, sr), SCALAR
+        if n.op == "in":
+            return cost + sr.n * _walk_cost(sl, sr.item), SCALAR
+        return cost, SCALAR
+
+    def comprehension(self, n: Comprehension) -> tuple[int, Size]:
+        cr, sr = self.of(n.range)
+        var = sr.item or SCALAR
+        parts = [self.of(a) for a in n.args]
+        step = sum(c for c, _ in parts) + 2
+        cost = cr + sr.n * step + 1
+        if n.macro == "map":
+            body = parts[-1][1]
+            out = Size(sr.n, body, body)
+            return cost + _total(out), out
+        if n.macro == "filter":
+            out = Size(sr.n, var, var)
+            return cost + _total(out), out
+        return cost, SCALAR
+
+    def call(self, n: Call) -> tuple[int, Size]:
+        nodes = ([n.target] if n.target is not None else []) + n.args
+        cost = sum(self.of(a)[0] for a in nodes)
+        sizes = [self.of(a)[1] for a in nodes]
+        out = _result(n.name, sizes)
+        cost += _walk_cost(*sizes, out) + (PYTHON_CALL if n.name in _PYTHON else 0)
+        if n.name == "matches" and len(sizes) == 2:
+            cost += sizes[0].n * sizes[1].n // 10 + sizes[1].n
+        return cost, out
+
+
+def estimate(root: Node) -> int:
+    """The most evaluating the expression on one device can cost, in steps of
+    the interpreter (kube's cost units, roughly)."""
+    try:
+        return _Estimator().run(root)[0]
+    except RecursionError:
+        raise CostError("expression nested too deeply") from None
+
+
+# ---- missing domains read as empty maps ----------------------------------------------
+
+
+def _is_domain_map(n: Node) -> bool:
+    """`device.attributes` or `device.capacity` (the maps of domains)."""
+    return (
+        isinstance(n, Select)
+        and not n.test_only
+        and n.name in ("attributes", "capacity")
+        and isinstance(n.operand, Ident)
+        and n.operand.name == "device"
+    )
+
+
+def with_empty_domains(text: str, root: Node) -> str:
+    """The expression with each `device.attributes[K]` and `device.capacity[K]`
+    written as `((K) in M ? M[K] : {})`, so that a domain the device lacks
+    reads as an empty map while `in`, `size()` and iterating over the maps
+    see only the device's domains (kube's allocator: a map whose lookup of an
+    unknown key gives an empty map); the text itself when it looks up no
+    domain."""
+    sites = sorted(
+        (n for n in walk(root) if isinstance(n, Index) and _is_domain_map(n.operand)),
+        key=lambda n: n.start,
+    )
+    if not sites:
+        return text
+
+    def render(start: int, end: int, inner: list[Index]) -> str:
+        out: list[str] = []
+        pos, i = start, 0
+        while i < len(inner):
+            site = inner[i]
+            nested = [s for s in inner[i + 1 :] if s.start < site.end]
+            base = text[site.operand.start : site.operand.end]
+            key = render(site.key.start, site.key.end, nested)
+            out.append(text[pos : site.start])
+            out.append(f"(({key}) in {base} ? {base}[{key}] : {{}})")
+            pos = site.end
+            i += 1 + len(nested)
+        out.append(text[pos:end])
+        return "".join(out)
+
+    return render(0, len(text), sites)
