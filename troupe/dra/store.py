@@ -22,8 +22,9 @@ Devices are read through `devices_for(node)`: the devices of the slices
 published for the node by name, by a node selector that matches it or for all
 nodes, of each pool's newest generation only (older slices of a pool being
 replaced are not used, as in kube's allocator). What each selector says of
-each published device is remembered until the slice changes: selectors are
-CEL, and a slice is read far more often than it changes.
+each published device is remembered until the slice changes or no claim,
+class or DeviceTaintRule held uses the selector: selectors are CEL, and a
+slice is read far more often than it changes.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Final
 
 from troupe.api.selectors import node_selector_matches
 from troupe.api.types import Taint
@@ -46,6 +47,9 @@ from troupe.dra.types import (
     ResourceClaim,
     ResourceSlice,
 )
+
+# How many expressions no held object uses keep their verdicts (see `selects`).
+UNOWNED_MAX: Final = 64
 
 
 def _pool_order(s: ResourceSlice) -> tuple[str, str, str]:
@@ -136,7 +140,11 @@ class DeviceStore:
         self._node_matches: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
         self._published: dict[str, tuple[Published, ...]] = {}
         self._matching: dict[str, dict[tuple[object, ...], tuple[Published, ...]]] = {}
-        self._verdicts: dict[tuple[str, str, str, int], bool | CelError] = {}
+        # What selectors say of published devices: expression -> slice name ->
+        # (the slice's resourceVersion, device index -> verdict); see `selects`.
+        self._verdicts: dict[str, dict[str, tuple[str, dict[int, bool | CelError]]]] = {}
+        self._uses: dict[str, int] = {}  # expression -> held objects whose selector it is
+        self._unowned: dict[str, None] = {}  # expressions judged that none uses, oldest first
         self.listeners: list[Callable[[], None]] = []
         self._rules: dict[str, DeviceTaintRule] = {}
         # (slice name, device index) -> (the slice, its taints with the rules')
@@ -149,6 +157,7 @@ class DeviceStore:
         """Store (or, `deleted`, drop) an object from the API; returns the version
         readers saw before, or None."""
         old: DraObject | None
+        uses = self._selector_uses(obj)
         if isinstance(obj, ResourceClaim):
             old = self.claim(obj.key)
             if not deleted and self.stale(obj):
@@ -195,6 +204,7 @@ class DeviceStore:
             self._extended = None
             if self._rules:
                 self._rule_taints.clear()  # a rule may select by class
+        self._recount(uses, self._selector_uses(obj))
         for fn in self.listeners:
             fn()
         return old
@@ -253,8 +263,8 @@ class DeviceStore:
                     del self._by_node[s.node_name]
         else:
             self._network.discard(s.name)
-        if self._verdicts:
-            self._verdicts = {k: v for k, v in self._verdicts.items() if k[1] != s.name}
+        for per_slice in self._verdicts.values():
+            per_slice.pop(s.name, None)
 
     def _refresh_partitioned(self, driver: str, pool: str) -> None:
         slices = [self._slices[n] for n in self._pools.get((driver, pool), ())]
@@ -494,9 +504,31 @@ class DeviceStore:
         return len(current) != current[0].slice_count
 
     def selects(self, expr: str, p: Published) -> bool | CelError:
-        """What the selector says of the published device (remembered)."""
-        key = (expr, p.slice.name, p.slice.resource_version, p.index)
-        got = self._verdicts.get(key)
+        """What the selector says of the published device, remembered until the
+        slice changes or no object the store holds uses the expression.
+
+        The verdicts are bounded by what exists, not by a size to tune: `set`
+        counts the claims, classes and DeviceTaintRules whose selector each
+        expression is (it sees every add, update and delete), and the verdicts
+        of an expression go when its count does; so the hot path stays three
+        dictionary lookups, with no recency to record on every hit as an LRU
+        would. Expressions no held object uses (claims judged without being
+        stored: a simulation's or a dry run's) keep their verdicts only while
+        they are among the last UNOWNED_MAX such expressions judged."""
+        per_slice = self._verdicts.get(expr)
+        if per_slice is None:
+            per_slice = self._verdicts[expr] = {}
+            if expr not in self._uses:
+                self._unowned[expr] = None
+                if len(self._unowned) > UNOWNED_MAX:
+                    oldest = next(iter(self._unowned))
+                    del self._unowned[oldest]
+                    self._verdicts.pop(oldest, None)
+        s = p.slice
+        of_slice = per_slice.get(s.name)
+        if of_slice is None or of_slice[0] != s.resource_version:
+            of_slice = per_slice[s.name] = (s.resource_version, {})
+        got = of_slice[1].get(p.index)
         if got is None:
             sel = selector(expr)
             if isinstance(sel, CelError):
@@ -510,8 +542,39 @@ class DeviceStore:
                     got = sel.matches(DeviceEnv(p.device))
                 except CelError as e:
                     got = e
-            self._verdicts[key] = got
+            of_slice[1][p.index] = got
         return got
+
+    def _selector_uses(self, obj: DraObject) -> list[str]:
+        """The selectors of the object held under `obj`'s kind and name."""
+        if isinstance(obj, ResourceClaim):
+            held = self._claims.get(obj.key)
+            if held is None:
+                return []
+            return [e for r in held.requests for a in r.alternatives for e in a.selectors]
+        if isinstance(obj, DeviceTaintRule):
+            rule = self._rules.get(obj.name)
+            return list(rule.selectors) if rule is not None else []
+        if isinstance(obj, DeviceClass):
+            cls = self._classes.get(obj.name)
+            return list(cls.selectors) if cls is not None else []
+        return []
+
+    def _recount(self, before: list[str], after: list[str]) -> None:
+        """Count the selectors an object uses now instead of those it used;
+        drop the verdicts of expressions nothing uses any more."""
+        if before == after:
+            return
+        for e in after:
+            self._uses[e] = self._uses.get(e, 0) + 1
+            self._unowned.pop(e, None)
+        for e in before:
+            n = self._uses[e] - 1
+            if n:
+                self._uses[e] = n
+            else:
+                del self._uses[e]
+                self._verdicts.pop(e, None)
 
     # ---- assumed claims --------------------------------------------------------------
 
