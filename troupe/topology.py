@@ -13,13 +13,15 @@ A PodGroup asks for topology in two ways, read into one `TopologySpec`:
   to the widest (rack, then block, then zone).
 
 The group cycle (group_cycle.py) generates the candidate domains from the
-snapshot's label columns (`domains`), drops those that cannot hold the gang's
-requests at all and tries the rest tightest first (`ordered`), at most
-`domains_per_cycle` of them, placing the gang in each with the ordinary member
-search restricted to the domain; feasible placements are scored as
-kube-scheduler's placement scoring does (PodGroupPodsCount: members placed;
+snapshot's label columns (`domains`), drops those that cannot hold the gang at
+all and ranks the rest by the placement they promise (`rank`): the score
+kube-scheduler's placement scoring gives (PodGroupPodsCount: members placed;
 NodeResourcesFit: the domain's allocation after the placement, so gangs fill
-domains instead of fragmenting them), and the best is taken.
+domains instead of fragmenting them), predicted from free slots on the nodes
+the gang's first member passes Filter on. It then places the gang in them in
+that order with the ordinary member search restricted to the domain, at most
+`domains_per_cycle` of them per cycle, and the next cycle goes on with those
+not tried yet (`DomainSet.stamps` tells a domain that changed since).
 
 `allocation_score` and `pods_count_scores` are those two scores as
 kube-scheduler computes them once a placement is made (integer arithmetic,
@@ -46,6 +48,7 @@ from troupe.framework.fit import NodeSubset
 from troupe.snapshot import NO_VALUE, NodeTable, pod_charge
 
 IntpArray = npt.NDArray[np.intp]
+BoolArray = npt.NDArray[np.bool_]
 
 REQUIRED_ANNOTATION: Final = "troupe.dev/topology-required"
 PREFERRED_ANNOTATION: Final = "troupe.dev/topology-preferred"
@@ -242,6 +245,18 @@ class DomainSet:
     def all(self) -> list[Domain]:
         return [self.domain(i) for i in range(len(self))]
 
+    def domain_of(self, row: int) -> int | None:
+        """The domain of a snapshot row; None when the row is not among `rows`."""
+        at = np.flatnonzero(self.rows == row)
+        return int(self.index[at[0]]) if len(at) else None
+
+    def stamps(self, generation: npt.NDArray[np.int64]) -> list[tuple[int, float]]:
+        """Per domain, how many nodes it has and the sum of their `generation`
+        (the cache's, by row): the stamp moves whenever one of its nodes, or
+        what runs on one, changes."""
+        size = np.bincount(self.index, minlength=len(self))
+        return list(zip(size.tolist(), self.sums(generation).tolist(), strict=True))
+
     def sums(self, per_row: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
         """Per domain, the sum of a per-row quantity (indexed by snapshot row)."""
         weights = per_row[self.rows].astype(np.float64)
@@ -275,7 +290,7 @@ def coarser_or_equal(nodes: NodeTable, wide: str, narrow: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Demand:
     """What a gang's members request, for ranking domains before placing in them:
-    each member's (cpu, memory), smallest first."""
+    each member's (cpu, memory) as the snapshot charges them, smallest first."""
 
     requests: tuple[tuple[int, int], ...]
 
@@ -290,13 +305,15 @@ class Demand:
 
 
 def slots(nodes: NodeTable, demand: Demand) -> npt.NDArray[np.int64]:
-    """Per snapshot row, how many of the gang's smallest member fit by cpu, memory
-    and pod count: summed over a domain, an upper bound of the members it holds
-    (exact for a gang of equal members, as training gangs are)."""
+    """Per snapshot row, how many members fit by cpu, memory and pod count, each
+    counted with the least cpu and the least memory any member asks: summed
+    over a domain, an upper bound of the members it holds (exact for a gang of
+    equal members, as training gangs are)."""
     cpu, mem, pods = nodes.col[CPU], nodes.col[MEMORY], nodes.col[PODS]
     free = nodes.allocatable[:, [cpu, mem, pods]] - nodes.requested[:, [cpu, mem, pods]]
     free = np.maximum(free, 0)
-    c, m = demand.requests[0] if demand.requests else (0, 0)
+    c = min((r[0] for r in demand.requests), default=0)
+    m = min((r[1] for r in demand.requests), default=0)
     big = np.int64(1 << 40)
     out = free[:, 2].copy()
     if c > 0:
@@ -313,17 +330,30 @@ def rank(
     demand: Demand,
     need: int,
     weights: PlacementWeights,
+    feasible: BoolArray | None = None,
+    whole: bool = False,
 ) -> tuple[list[int], list[int]]:
     """The domains that could hold `need` members, best predicted placement
     first, and the others, roomiest first. The prediction is kube-scheduler's
     placement score computed on the domain's sums before placing anything:
     members that fit (PodGroupPodsCount) and how full the domain's nodes would
-    be with them (NodeResourcesFit's allocation), weighted."""
+    be with them (NodeResourcesFit's allocation), weighted.
+
+    Members are counted by cpu, memory and pod slots (`slots`, an upper
+    bound). `feasible` (per snapshot row: the gang's first member passes
+    Filter there) narrows that count to the nodes the first member can use, so
+    that what those columns do not show (node selectors, taints, affinity,
+    extended resources) ranks too: a domain roomy by the narrowed count ranks
+    before one that is not. Only what bounds the placement drops a domain: too
+    few slots, or, when the `whole` gang must be placed, no node the first
+    member can use. The rest is for the group cycle's trials to tell."""
     n = len(ds)
     if n == 0:
         return [], []
     members = len(demand.requests)
-    fit = ds.sums(slots(nodes, demand))
+    per_row = slots(nodes, demand)
+    bound = ds.sums(per_row)
+    fit = bound if feasible is None else ds.sums(np.where(feasible, per_row, 0))
     cpu, mem = nodes.col[CPU], nodes.col[MEMORY]
     alloc_c = ds.sums(nodes.allocatable[:, cpu])
     alloc_m = ds.sums(nodes.allocatable[:, mem])
@@ -337,9 +367,12 @@ def rank(
     allocation = 50.0 * (full_c + full_m)
     pods = 100.0 * placed / members if members else np.zeros(n)
     score = weights.pods_count * pods + weights.allocation * allocation
-    ok = fit >= max(need, 1)
+    ok = bound >= max(need, 1)
+    if whole and feasible is not None:
+        ok &= ds.sums(feasible) > 0
+    likely = fit >= max(need, 1)
     names = [",".join(v) for v in ds.values]
-    good = sorted(np.flatnonzero(ok).tolist(), key=lambda i: (-score[i], names[i]))
+    good = sorted(np.flatnonzero(ok).tolist(), key=lambda i: (not likely[i], -score[i], names[i]))
     short = sorted(np.flatnonzero(~ok).tolist(), key=lambda i: (-fit[i], names[i]))
     return good, short
 
