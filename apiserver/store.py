@@ -422,6 +422,7 @@ class Store:
         if res.has_status and res.custom and not keep_status:
             obj.pop("status", None)
         self._defaults(res, obj)
+        _check_annotations(res, obj)
         return self._commit(res, "ADDED", obj, None)
 
     def _defaults(self, res: Resource, obj: dict[str, Any]) -> None:
@@ -513,6 +514,7 @@ class Store:
                 meta["generation"] = int(current["metadata"].get("generation", 1)) + 1
         if _same(new, current):
             return current
+        _check_annotations(res, new)
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             return self._commit(res, "DELETED", new, current)
         return self._commit(res, "MODIFIED", new, current)
@@ -638,6 +640,29 @@ class Store:
         for bucket in self.buckets.values():
             for w in bucket.watchers:
                 w.queue.put_nowait(STOP)
+
+
+# As apimachinery's TotalAnnotationSizeLimitB: the keys and values of an
+# object's annotations, in bytes, on create and on every update.
+ANNOTATIONS_LIMIT: Final = 256 * 1024
+
+
+def _check_annotations(res: Resource, obj: Mapping[str, Any]) -> None:
+    """422 for annotations over kube's total size, with ValidateAnnotations' message."""
+    notes = obj["metadata"].get("annotations") or {}
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in notes.items())
+    if size <= ANNOTATIONS_LIMIT:
+        return
+    kind = f"{res.kind}.{res.group}" if res.group else res.kind
+    name = obj["metadata"].get("name", "")
+    body = f"Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
+    cause = {"reason": "FieldValueTooLong", "message": body, "field": "metadata.annotations"}
+    raise ApiError(
+        422,
+        "Invalid",
+        f'{kind} "{name}" is invalid: metadata.annotations: {body}',
+        {"name": name, "group": res.group, "kind": res.kind, "causes": [cause]},
+    )
 
 
 def _spec_of(obj: Mapping[str, Any]) -> dict[str, Any]:
