@@ -213,6 +213,10 @@ class SchedulerContext:
     # Arguments: profile, pod, result, and for a gang's member its group and
     # the domain tried ("" otherwise).
     observe: Callable[[Any, Pod, Any, str, str], None] | None = None
+    # Called when a group cycle ends without placing its gang (after `observe`
+    # saw each member's trial): profile, the members, the group and the message
+    # they wait with.
+    gang_pending: Callable[[Any, list[Pod], str, str], None] | None = None
 
     def activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)

@@ -47,7 +47,7 @@ from sortedcontainers import SortedList
 
 from troupe.api.types import Pod, PodKey
 from troupe.clock import Clock
-from troupe.explain_notes import EXPLAIN_PREFIX
+from troupe.explain_notes import is_explain_note
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -129,10 +129,10 @@ def _comparable(pod: Pod) -> dict[str, Any]:
     if isinstance(md, dict):
         md = {k: v for k, v in md.items() if k not in _VOLATILE_METADATA}
         notes = md.get("annotations")
-        if isinstance(notes, dict) and any(k.startswith(EXPLAIN_PREFIX) for k in notes):
+        if isinstance(notes, dict) and any(is_explain_note(k) for k in notes):
             # The scheduler's own explanation of its decision (troupe.explain)
             # comes back through the watch: it is not a change to the pod.
-            md["annotations"] = {k: v for k, v in notes.items() if not k.startswith(EXPLAIN_PREFIX)}
+            md["annotations"] = {k: v for k, v in notes.items() if not is_explain_note(k)}
         raw["metadata"] = md
     raw.pop("status", None)
     return raw

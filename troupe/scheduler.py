@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from troupe.api.parse import PodParser
-from troupe.api.types import IsolatedCPU, Pod, PodKey
+from troupe.api.types import IsolatedCPU, PodKey
 from troupe.binding_cycle import BindingCycle
 from troupe.cache import Cache
 from troupe.clock import Clock
@@ -35,8 +35,7 @@ from troupe.cluster import ClusterClient
 from troupe.config import SchedulerConfig
 from troupe.context import FailureMessages, SchedulerContext
 from troupe.eventhandlers import EventHandlers
-from troupe.explain import DecisionLog, explain_attempt, simulator_annotations, summary
-from troupe.explain_notes import EXPLAIN_ANNOTATION
+from troupe.explain import DecisionLog, LiveExplain
 from troupe.failures import Failures
 from troupe.framework.fit import FitError, ScheduleResult, fit_error_message
 from troupe.framework.handle import Handle
@@ -169,11 +168,13 @@ class Scheduler:
             profiles=profiles,
             queue=queue,
         )
-        # troupe.explain: the last decision of each pod (/debug/explain).
+        # troupe.explain: the last decision of each pod (/debug/explain), and
+        # the explanations written on the pods that ask.
         self.decisions: DecisionLog | None = None
         if t.explain_enabled:
-            self.decisions = DecisionLog(t.explain_max_pods)
-            ctx.observe = self._record_decision
+            live = LiveExplain(ctx, t.explain_max_pods)
+            self.decisions = live.decisions
+            ctx.observe, ctx.gang_pending = live.observe, live.gang_pending
         self.events = EventHandlers(ctx)
         self.failures = Failures(ctx)
         self.binder = BindingCycle(ctx, self.failures)
@@ -192,29 +193,6 @@ class Scheduler:
         self.on_dra_object = ev.on_dra_object
         self.handles = ev.handles
         self.enable_writes = ev.enable_writes
-
-    def _record_decision(
-        self, profile: Profile, pod: Pod, result: Any, gang: str, domain: str
-    ) -> None:
-        """Keep the attempt's decision; for a pod that asks (troupe.dev/explain:
-        "true") the whole explanation, written back as annotations too."""
-        assert self.decisions is not None
-        ctx = self.ctx
-        cycle = ctx.counters.cycles
-        if pod.annotations.get(EXPLAIN_ANNOTATION) != "true":
-            self.decisions.record(pod.key, summary(pod, result, cycle, gang, domain))
-            return
-        ex = explain_attempt(profile, pod, ctx.snapshot, result, cycle, gang, domain)
-        self.decisions.record(pod.key, ex.to_json_obj())
-        notes = simulator_annotations(ex, [name for name, _ in profile.filters])
-        if any(pod.annotations.get(k) != v for k, v in notes.items()):
-            ctx.spawn(self._annotate(pod, notes))
-
-    async def _annotate(self, pod: Pod, notes: dict[str, str]) -> None:
-        try:
-            await self.ctx.client.annotate_pod(pod.key, notes)
-        except Exception as e:
-            log.warning("could not write the explanation of %s: %s", pod.key, e)
 
     # What callers read (the simulator, the operator, tests): the shared state.
     @property

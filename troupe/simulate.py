@@ -74,7 +74,7 @@ from troupe.dra.controller import (
 )
 from troupe.dra.types import DRA_KINDS, RESOURCE_API
 from troupe.events import rfc3339
-from troupe.explain import Explanation, explain_attempt, render_table
+from troupe.explain import Explanation, explain_attempt, explain_gang_pending, render_table
 from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.dynamic_resources import claim_devices
@@ -356,6 +356,7 @@ class Simulation:
         self.cluster.on_pod_bound = self._bound
         if self.explain:
             self.scheduler.ctx.observe = self._observe
+            self.scheduler.ctx.gang_pending = self._gang_pending
         self.volumes: VolumeControllers | None = None
         self.claim_templates: dict[str, dict[str, Any]] = {}
         self.cluster.on_pod_deleted = self._deleted
@@ -371,6 +372,16 @@ class Simulation:
         self.explanations[pod.key] = explain_attempt(
             profile, pod, s.ctx.snapshot, result, s.cycle, gang, domain
         )
+
+    def _gang_pending(self, profile: Any, pods: list[Pod], gang: str, message: str) -> None:
+        """A gang not placed: its members asked about wait with its message."""
+        snap, cycle = self.scheduler.ctx.snapshot, self.scheduler.cycle
+        for pod in pods:
+            if pod.key in self.explain:
+                trial = self.explanations.get(pod.key)
+                self.explanations[pod.key] = explain_gang_pending(
+                    trial, profile, pod, snap, message, cycle, gang
+                )
 
     def _bound(self, key: PodKey, node: str) -> None:
         obj = self.cluster.pods[key]

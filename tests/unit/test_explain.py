@@ -213,3 +213,206 @@ def test_the_explanation_written_on_a_pending_pod_does_not_make_it_try_again() -
     relabelled["metadata"]["labels"]["team"] = "ml"
     s.on_pod(relabelled)
     assert s.queue.statistics().unschedulable == 0
+
+
+# ---- a gang member whose gang could not be placed ---------------------------------------
+
+
+def gang_of_three() -> list[dict[str, Any]]:
+    """Two nodes, room for two of the three 3-cpu members: the trial places two,
+    the gang (minMember 3) is not placed."""
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"minMember": 3},
+    }
+    return [
+        make_node("n0").capacity(cpu=4, memory="16Gi", pods=110).obj(),
+        make_node("n1").capacity(cpu=4, memory="16Gi", pods=110).obj(),
+        group,
+        *(
+            make_pod(f"m{i}").req(cpu="3").group("g").annotate("troupe.dev/explain", "true").obj()
+            for i in range(3)
+        ),
+    ]
+
+
+GANG_WAITS = 'PodGroup "default/g": 2 of minMember 3 pods fit; '
+
+
+def test_a_member_of_a_gang_that_could_not_be_placed_is_pending_with_the_gangs_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": gang_of_three()}))
+    args = ["simulate", str(f), "--explain", "default/m0", "--explain", "default/m2"]
+    assert main([*args, "-o", "json"]) == 0
+    got = json.loads(capsys.readouterr().out)["explain"]
+    placed_in_trial, failed_in_trial = got["default/m0"], got["default/m2"]
+    for ex in (placed_in_trial, failed_in_trial):
+        assert ex["chosen"] is None and ex["outcome"].startswith(GANG_WAITS)
+    # the trial had m0 on a node; nothing is held there
+    assert placed_in_trial["trialNode"] in ("n0", "n1")
+    assert failed_in_trial["trialNode"] is None
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "placed on" not in text
+    assert text.count(f"  outcome: pending: {GANG_WAITS}") == 2
+    trial = placed_in_trial["trialNode"]
+    assert f"the gang's trial had it on {trial}, but the gang could not be placed" in text
+    assert "<- chosen" not in text
+
+
+def live_scheduler(**troupe: Any) -> tuple[Any, Any]:
+    from dataclasses import replace
+
+    from troupe.clock import VirtualClock
+    from troupe.cluster import InMemoryCluster
+    from troupe.scheduler import Scheduler
+
+    config = default_config(IN_TREE)
+    config = replace(config, troupe=replace(config.troupe, explain_enabled=True, **troupe))
+    cluster = InMemoryCluster()
+    return Scheduler(config, cluster, VirtualClock()), cluster
+
+
+def feed(s: Any, cluster: Any, objects: list[dict[str, Any]]) -> None:
+    for o in objects:
+        o = json.loads(json.dumps(o))  # the watch's copy, not the cluster's object
+        if o["kind"] == "Node":
+            s.on_node(o)
+        elif o["kind"] == "PodGroup":
+            s.on_pod_group(o)
+        else:
+            cluster.pods[f"default/{o['metadata']['name']}"] = json.loads(json.dumps(o))
+            s.on_pod(o)
+
+
+def run_one_cycle(s: Any) -> None:
+    import asyncio
+
+    async def cycle() -> None:
+        assert s.schedule_one()
+        await s.settle()
+
+    asyncio.run(cycle())
+
+
+def test_live_a_gang_that_could_not_be_placed_leaves_its_members_pending() -> None:
+    """/debug/explain and the annotations say pending, with the gang's message, for
+    the member the trial placed; one write per annotated member."""
+    s, cluster = live_scheduler()
+    objects = gang_of_three()
+    # m1 does not ask for the whole explanation: its summary says pending too
+    del objects[3 + 1]["metadata"]["annotations"]["troupe.dev/explain"]
+    feed(s, cluster, objects)
+    run_one_cycle(s)
+    for name in ("m0", "m1", "m2"):
+        got = s.decisions.get(f"default/{name}")
+        assert got is not None and got["chosen"] is None, name
+        assert got["outcome"].startswith(GANG_WAITS), name
+    assert s.decisions.get("default/m0")["trialNode"] in ("n0", "n1")
+    assert s.decisions.get("default/m1")["trialNode"] in ("n0", "n1")
+    assert "scores" not in s.decisions.get("default/m1")
+    notes = cluster.pods["default/m0"]["metadata"]["annotations"]
+    assert notes["kube-scheduler-simulator.sigs.k8s.io/selected-node"] == ""
+    assert cluster.annotation_writes == 2  # m0 and m2, the pending explanation only
+    assert (
+        "kube-scheduler-simulator.sigs.k8s.io/filter-result"
+        not in (cluster.pods["default/m1"]["metadata"]["annotations"])
+    )
+
+
+# ---- bounded annotations ----------------------------------------------------------------
+
+SIM = "kube-scheduler-simulator.sigs.k8s.io/"
+LIMIT = 256 * 1024
+
+
+def size(notes: dict[str, str]) -> int:
+    return sum(len(k.encode()) + len(v.encode()) for k, v in notes.items())
+
+
+def long_name(i: int) -> str:
+    """A node name as long as kube allows (253 characters, labels of at most 63)."""
+    return f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 52}{i:05d}"
+
+
+def test_the_annotations_of_5000_nodes_stay_under_the_api_limit_and_count_what_they_leave_out() -> (
+    None
+):
+    """5000 nodes with names of 253 characters: 2000 too small, 1000 tainted, 500
+    cordoned, 1500 feasible. The annotations name the 20 best feasible nodes and
+    a few rejected ones per reason, and count the rest."""
+    s, cluster = live_scheduler()
+    nodes = []
+    for i in range(5000):
+        n = make_node(long_name(i))
+        if i < 2000:
+            n = n.capacity(cpu=1, memory="4Gi", pods=110)
+        else:
+            n = n.capacity(cpu=16 + i % 7, memory="64Gi", pods=110)
+        if 2000 <= i < 3000:
+            n = n.taint("gpu")
+        elif 3000 <= i < 3500:
+            n = n.unschedulable()
+        nodes.append(n.obj())
+    pod = make_pod("web").req(cpu="2", memory="1Gi").annotate("troupe.dev/explain", "true")
+    feed(s, cluster, [*nodes, pod.obj()])
+    run_one_cycle(s)
+    notes = cluster.pods["default/web"]["metadata"]["annotations"]
+    assert cluster.pods["default/web"]["spec"].get("nodeName")
+    assert size(notes) <= LIMIT
+    filters = json.loads(notes[f"{SIM}filter-result"])
+    scores = json.loads(notes[f"{SIM}score-result"])
+    chosen = notes[f"{SIM}selected-node"]
+    assert chosen in scores and chosen in filters
+    assert 20 <= len(scores) <= 21 and set(scores) <= set(filters)
+    assert json.loads(notes[f"{SIM}finalscore-result"]).keys() == scores.keys()
+    omitted = json.loads(notes["troupe.dev/explain-omitted"])
+    assert omitted["nodes"] == 5000
+    assert len(filters) + omitted["omitted"] == 5000
+    feasible, rejected = omitted["feasible"], omitted["rejected"]
+    assert feasible == {"nodes": 1500, "shown": len(scores), "omitted": 1500 - len(scores)}
+    assert rejected["nodes"] == 3500 and rejected["shown"] == len(filters) - len(scores)
+    by_reason = {(r["plugin"], r["nodes"]) for r in rejected["byReason"]}
+    assert by_reason == {
+        ("NodeResourcesFit", 2000),
+        ("TaintToleration", 1000),
+        ("NodeUnschedulable", 500),
+    }
+    assert rejected["reasonsOmitted"] == 0
+
+
+def test_the_annotations_fit_whatever_the_names_reasons_and_the_pods_own_annotations() -> None:
+    """Worst cases: every rejected node with a reason of its own, long; the pod
+    already carrying 200 KiB of annotations; then nearly 256 KiB (nothing fits:
+    nothing is written rather than a write the API refuses)."""
+    from troupe.explain import Explanation, simulator_annotations
+
+    filters = ["NodeUnschedulable", "NodeResourcesFit", "TaintToleration"]
+    ex = Explanation(pod="default/p", attempt=1, nodes=5000, outcome="placed on x", chosen=None)
+    plugins = {p: {"raw": 50, "normalized": 50, "weight": 1, "weighted": 50} for p in filters}
+    for i in range(5000):
+        if i % 2:
+            ex.rejected[long_name(i)] = {
+                "plugin": "NodeResourcesFit",
+                "reasons": [f"Insufficient example.com/r{i}: " + "x" * 3000],
+            }
+        else:
+            ex.scores[long_name(i)] = {"total": i % 300, "plugins": plugins}
+    ex.chosen = long_name(4998)  # not among the best: named all the same
+    notes = simulator_annotations(ex, filters)
+    assert size(notes) <= 64 * 1024
+    assert ex.chosen in json.loads(notes[f"{SIM}filter-result"])
+    omitted = json.loads(notes["troupe.dev/explain-omitted"])
+    assert omitted["rejected"]["reasonsOmitted"] == 2500 - len(omitted["rejected"]["byReason"])
+    own = {"kubectl.kubernetes.io/last-applied-configuration": "y" * 200 * 1024}
+    notes = simulator_annotations(ex, filters, own)
+    assert notes and size(notes) + size(own) <= LIMIT
+    # The explanation's own annotations from an earlier attempt are replaced, not counted.
+    earlier = {**own, f"{SIM}filter-result": "z" * 60 * 1024}
+    assert simulator_annotations(ex, filters, earlier) == notes
+    full = {"kubectl.kubernetes.io/last-applied-configuration": "y" * (LIMIT - 200)}
+    assert simulator_annotations(ex, filters, full) == {}
