@@ -31,6 +31,7 @@ import aiohttp.web as web
 import yaml
 
 from apiserver import protobuf, tables
+from apiserver.faults import Faults
 from apiserver.patch import PatchError
 from apiserver.resources import Resource
 from apiserver.selectors import SelectorError, selector
@@ -100,6 +101,8 @@ class ApiServer:
     Faults (keys are substrings of the request's path and query): `fail_next[frag]`
     statuses answered before serving normally; `delay[frag]` seconds slept first;
     `hang(...)`/`unhang(...)` hold requests; `drop_watches(plural, n)`; `compact()`.
+    Timing faults (write latency, watch events held back and bunched, seeded conflicts):
+    `faults = Faults(...)` (apiserver/faults.py).
     Records: `requests[(verb, plural, subresource)]`, `binds`, `writes` and `on_write`.
     """
 
@@ -128,6 +131,7 @@ class ApiServer:
         self.fail_next: dict[str, list[int]] = {}
         self.delay: dict[str, float] = {}
         self.hangs: list[Hang] = []
+        self.faults: Faults | None = None
         self._drops: collections.Counter[str] = collections.Counter()
         # What happened.
         self.requests: collections.Counter[tuple[str, str, str]] = collections.Counter()
@@ -408,6 +412,11 @@ class ApiServer:
                 code = codes.pop(0)
                 reason = {500: "InternalError", 503: "ServiceUnavailable", 429: "TooManyRequests"}
                 raise ApiError(code, reason.get(code, "InternalError"), f"injected {code}")
+        faults = self.faults
+        if faults is not None and counted is not None:
+            return await faults.around(
+                request, counted, self.store.resolve, lambda: self._route(request)
+            )
         return await self._route(request)
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
@@ -696,6 +705,8 @@ class ApiServer:
                 obj = {"kind": w.res.kind, "apiVersion": w.res.group_version, "metadata": mark}
                 await resp.write(json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n")
                 continue
+            if self.faults is not None and item is not STOP and item is not DROP:
+                await self.faults.hold_watch(w.res.plural)
             chunk: list[bytes] = []
             while True:
                 if item is STOP or item is DROP:
