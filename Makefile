@@ -14,7 +14,7 @@ RUNTIME_LOCK := requirements-runtime.lock
 # does not need (the whole AWS CDK): left out of the lock, hence `--no-deps` below.
 LOCK_EXCLUDES := aws-cdk-lib constructs jsii publication typeguard
 
-.PHONY: install lock test lint bench demo manifests manifests-check clean
+.PHONY: install lock test soak lint bench demo manifests manifests-check clean
 
 install: $(STAMP)
 
@@ -43,6 +43,12 @@ $(STAMP): pyproject.toml $(LOCK)
 
 test: install
 	$(BIN)/python -m pytest
+
+# The live differential harness's long run (tests/harness/soak.py): every scenario of its
+# corpus under every timing profile, through two `troupe run` replicas and `troupe simulate`;
+# counts of runs and of each invariant violated. TROUPE_SOAK_SECONDS bounds it (1200).
+soak: install
+	$(BIN)/python -m tests.harness.soak
 
 lint: install
 	$(BIN)/ruff check troupe tests apiserver bench

@@ -1,0 +1,99 @@
+"""The live differential harness's short profile (issue 33; the long soak is
+`make soak`): scenarios of the corpus through `troupe simulate` and through two
+`troupe run` replicas on the embedded API server under injected timing faults,
+checked on the API's final state (tests/harness/invariants.py).
+
+The regression cases are the faults of issue 33's table that the harness
+catches: each names its fault and runs its scenario under the timing that
+showed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.harness.invariants import check
+from tests.harness.live import LiveRun, run_live
+from tests.harness.profiles import PROFILES
+from tests.harness.scenarios import scenario
+from tests.harness.simulated import placement_class, simulate
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: str
+    profile: str
+    kill_leader: bool = False
+    seed: int = 0
+
+
+REGRESSIONS = [
+    # One GPU went to 4 claims: the finalizer write's watch event replaced the
+    # in-memory allocation while PreBind's writes were in flight.
+    pytest.param(Case("gpu-rush", "writes-200ms"), id="a-gpu-given-to-four-claims"),
+    # Same cause: a device with binding conditions let its pod bind within a
+    # second though the driver never reported them.
+    pytest.param(Case("binding-conditions", "writes-200ms"), id="binding-conditions-ignored-live"),
+    # Gang preemption's dry run did not count devices: with devices the only
+    # shortage the gang never preempted (or evicted and still did not fit).
+    pytest.param(
+        Case("gang-preemption-devices", "writes-50ms"), id="gang-preemption-counts-devices"
+    ),
+]
+
+SHORT = [
+    pytest.param(Case("gpu-rush", "jitter", kill_leader=True, seed=1), id="gpu-rush-jitter-kill"),
+    pytest.param(
+        Case("gangs-topology", "bunched-watches", kill_leader=True, seed=2),
+        id="gangs-topology-bunched-kill",
+    ),
+    pytest.param(Case("shared-claims", "conflicts", seed=3), id="shared-claims-conflicts"),
+]
+
+
+def report(run: LiveRun, violations: dict[str, list[str]]) -> str:
+    lines = [
+        f"settled: {run.settled} after {run.seconds:.1f}s; injected {dict(run.injected)}; "
+        f"leader killed: {run.killed}"
+    ]
+    for name, got in violations.items():
+        lines.append(f"{name}: {len(got)}")
+        lines += [f"  {v}" for v in got[:10]]
+    lines += run.controller_errors[:3]
+    if violations or not run.settled:
+        lines.append(run.log_tail())
+    return "\n".join(lines)
+
+
+def run_case(case: Case, tmp_path: Path) -> None:
+    s = scenario(case.scenario)
+    simulated = placement_class(s, simulate(s, tmp_path / "sim"))
+    run = run_live(
+        s,
+        PROFILES[case.profile],
+        tmp_path / "live",
+        seed=case.seed,
+        kill_leader=case.kill_leader,
+        simulated=simulated,
+    )
+    violations = check(run.state)
+    wrong_sim = {k: simulated.get(k, 0) for k, n in s.expect.items() if simulated.get(k, 0) != n}
+    if wrong_sim:
+        violations["simulator-expected-placement"] = [
+            f"class {k}: {n} bound by troupe simulate, expected {s.expect[k]}"
+            for k, n in wrong_sim.items()
+        ]
+    assert run.settled and not violations and not run.controller_errors, report(run, violations)
+
+
+@pytest.mark.parametrize("case", REGRESSIONS)
+def test_issue33_regression(case: Case, tmp_path: Path) -> None:
+    run_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", SHORT)
+def test_live_holds_what_the_simulator_holds(case: Case, tmp_path: Path) -> None:
+    run_case(case, tmp_path)

@@ -1,0 +1,139 @@
+"""The live harness's invariants (tests/harness/invariants.py) find what they
+are for on hand-made final states, and stay quiet where it holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver import WriteRecord
+from tests.builders import make_node, make_pod
+from tests.harness import invariants as inv
+from tests.harness.scenarios import Scenario, allocated, fresh_claim, gpu_node, pod_group
+from tests.unit.dra_helpers import device, request, slice_
+
+EMPTY = Scenario("hand-made", (), ())
+
+
+def state(*objects: dict[str, Any], writes: list[WriteRecord] | None = None, **kw: Any) -> Any:
+    by: dict[str, list[dict[str, Any]]] = {}
+    plural = {
+        "Pod": "pods",
+        "Node": "nodes",
+        "ResourceClaim": "resourceclaims",
+        "ResourceSlice": "resourceslices",
+        "PodGroup": "podgroups",
+    }
+    for o in objects:
+        by.setdefault(plural[o["kind"]], []).append(o)
+    return inv.FinalState(kw.pop("scenario", EMPTY), by, writes or [], **kw)
+
+
+def bind(name: str, t: float = 0.0, status: int = 201) -> WriteRecord:
+    path = f"/api/v1/namespaces/default/pods/{name}/binding"
+    return WriteRecord("bind", path, "pods", "binding", "default", name, "", "", status, t)
+
+
+def running(name: str, node: str, cpu: str = "1") -> dict[str, Any]:
+    return make_pod(name).req(cpu=cpu).node(node).obj()
+
+
+def test_a_gpu_in_four_claims_is_found() -> None:
+    objs = gpu_node("g0", 1)
+    claims = [allocated(fresh_claim(f"c{i}", request()), "g0", "gpu-0", f"p{i}") for i in range(4)]
+    got = inv.devices_not_given_twice(state(*objs, *claims))
+    assert got == [
+        "device gpu.example.com/g0/gpu-0 allocated to 4 claims: default/c0, "
+        "default/c1, default/c2, default/c3"
+    ]
+    assert inv.devices_not_given_twice(state(*objs, claims[0])) == []
+
+
+def test_a_shared_device_may_serve_claims_up_to_its_capacity() -> None:
+    nic = device("nic-0")
+    nic["allowMultipleAllocations"] = True
+    nic["capacity"] = {"bandwidth": {"value": "10G"}}
+    sl = slice_("s", nic, node="n0", pool="n0", driver="nic.example.com")
+
+    def share(i: int) -> dict[str, Any]:
+        c = fresh_claim(f"net-{i}", request("nic", cls="nic.example.com"))
+        c["metadata"]["namespace"] = "default"
+        r = {"request": "nic", "driver": "nic.example.com", "pool": "n0", "device": "nic-0"}
+        c["status"] = {
+            "allocation": {"devices": {"results": [r | {"consumedCapacity": {"bandwidth": "3G"}}]}}
+        }
+        return c
+
+    assert inv.devices_not_given_twice(state(sl, *(share(i) for i in range(3)))) == []
+    (got,) = inv.devices_not_given_twice(state(sl, *(share(i) for i in range(4))))
+    assert "bandwidth 12000000000 consumed > capacity 10G" in got
+
+
+def test_a_bound_pod_whose_claim_is_not_allocated_is_found() -> None:
+    p = make_pod("p").node("g0").spec(resourceClaims=[{"name": "c", "resourceClaimName": "c"}])
+    got = inv.bound_pods_hold_their_claims(state(p.obj(), fresh_claim("c", request())))
+    assert got == [
+        "pod default/p bound on g0: its claim c is not allocated",
+        "pod default/p bound on g0: claim c not reserved for it",
+    ]
+
+
+def test_a_pod_bound_before_its_devices_are_ready_is_found() -> None:
+    c = allocated(fresh_claim("c", request()), "f0", "gpu-0", "p")
+    c["status"]["allocation"]["devices"]["results"][0]["bindingConditions"] = ["attached"]
+    p = make_pod("p").node("f0").spec(resourceClaims=[{"name": "c", "resourceClaimName": "c"}])
+    objs = (p.obj(), c)
+    (never,) = inv.binds_wait_for_binding_conditions(state(*objs, writes=[bind("p", 10.0)]))
+    assert "never readied" in never
+    early = state(*objs, writes=[bind("p", 10.0)], ready_at={"default/c": 12.0})
+    assert inv.binds_wait_for_binding_conditions(early) == [
+        "pod default/p bound 2.00s before the driver readied claim default/c"
+    ]
+    late = state(*objs, writes=[bind("p", 13.0)], ready_at={"default/c": 12.0})
+    assert inv.binds_wait_for_binding_conditions(late) == []
+
+
+def test_over_commit_counts_cpu_pods_and_isolated_cores_apart() -> None:
+    node = make_node("n").capacity(cpu=4, memory="8Gi", pods=2).ext("troupe.dev/isolated-cpu", 2)
+    ok = [running("a", "n", "3"), make_pod("iso").req(cpu="2").isolated().node("n").obj()]
+    assert inv.nodes_not_overcommitted(state(node.obj(), *ok)) == []
+    over = [*ok, running("b", "n", "1")]
+    assert inv.nodes_not_overcommitted(state(node.obj(), *over)) == [
+        "node n over-committed: pods 3 > 2"
+    ]
+    iso = [make_pod(f"i{i}").req(cpu="2").isolated().node("n").obj() for i in range(2)]
+    assert inv.nodes_not_overcommitted(state(node.obj(), *iso)) == [
+        "node n over-committed: troupe.dev/isolated-cpu 4 > 2"
+    ]
+
+
+def test_a_gang_below_quorum_a_double_bind_and_a_silent_pending_pod_are_found() -> None:
+    members = [make_pod(f"m{i}").group("g") for i in range(3)]
+    objs = [
+        pod_group("g", 3),
+        members[0].node("n").obj(),
+        members[1].node("n").obj(),
+        members[2].obj(),
+    ]
+    assert inv.gangs_all_or_nothing(state(*objs)) == [
+        "gang default/g: 2 bound, fewer than minMember 3"
+    ]
+    assert inv.no_pod_bound_twice(state(writes=[bind("p"), bind("p", status=409), bind("p")])) == [
+        "pod default/p bound 2 times"
+    ]
+    (silent,) = inv.pending_pods_have_a_reason(state(members[2].obj()))
+    assert silent.startswith("pod default/m2 is pending without a reason")
+    told = members[2].obj()
+    told["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "no"}
+    ]
+    assert inv.pending_pods_have_a_reason(state(told)) == []
+
+
+def test_placement_class_is_compared_with_the_simulator_and_the_expectation() -> None:
+    pods = tuple(make_pod(f"p{i}").label("harness.troupe.dev/class", "gpu").obj() for i in range(3))
+    sc = Scenario("s", (), pods, expect={"gpu": 2})
+    live = [pods[0] | {"spec": {**pods[0]["spec"], "nodeName": "n"}}, pods[1], pods[2]]
+    st = state(*live, scenario=sc, simulated={"gpu": 2})
+    assert inv.same_placement_class_as_simulate(st) == ["class gpu: 1 bound live, 2 simulated"]
+    assert inv.expected_placement(st) == ["class gpu: 1 bound, expected 2"]
+    assert set(inv.check(st)) >= {"same-placement-class-as-simulate", "expected-placement"}
