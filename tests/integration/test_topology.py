@@ -1,7 +1,8 @@
 """Topology-aware gangs through `troupe run --kubeconfig` against the embedded
 API server, for both PodGroup APIs: members in one rack, the Placed event on
-the PodGroup, the native condition saying where, and a gang that no rack holds
-waiting with the best rack in its reason."""
+the PodGroup, the native condition saying where, a preferred level no node has
+skipped with one Warning, and a gang that no rack holds waiting with the best
+rack in its reason."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.builders import make_node, make_pod
 from tests.integration.test_operator import bound
 
 RACK = "troupe.dev/rack"
+BLOCK = "troupe.dev/block"
 NATIVE = "podgroups.scheduling.k8s.io"
 
 
@@ -120,6 +122,43 @@ def test_both_apis_place_a_gang_in_one_rack_and_say_where(tmp_path: Path) -> Non
             cond = until(ring_condition, what="the ring's condition")
             rack = rack_of(api, "ring-0")
             assert cond["message"] == f"placed in {RACK}={rack}"
+            # A native gang that prefers a rack, then a block: no node has a block.
+            api.create(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {
+                        "name": "pref",
+                        "namespace": "default",
+                        "annotations": {"troupe.dev/topology-preferred": f"{RACK},{BLOCK}"},
+                    },
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+                }
+            )
+            for i in range(2):
+                pod(api, f"pref-{i}", "1", native="pref")
+            until(
+                lambda: all(rack_of(api, f"pref-{i}") for i in range(2)),
+                what="pref bound",
+                timeout=90,
+            )
+            assert len({rack_of(api, f"pref-{i}") for i in range(2)}) == 1
+            skipped = until(
+                lambda: [
+                    e
+                    for e in events(api, "PodGroup", "pref")
+                    if e["reason"] == "TopologyLevelSkipped"
+                ],
+                what="the TopologyLevelSkipped event",
+                timeout=90,
+            )
+            assert [(e["type"], e["message"]) for e in skipped] == [
+                (
+                    "Warning",
+                    "metadata.annotations[troupe.dev/topology-preferred]: preferred level "
+                    f"{BLOCK!r} is skipped: no node has the label {BLOCK!r}",
+                )
+            ]
             for i in range(3):
                 pod(api, f"wide-{i}", "4", group="wide")
 
