@@ -20,6 +20,8 @@ class Profile:
     watch: Mapping[str, Latency] = field(default_factory=dict)
     conflict_rate: float = 0.0
     bind_conflict_rate: float = 0.0
+    # The share of a write's latency before it reaches the store (the rest delays its answer).
+    before_commit: float = 0.5
 
     def faults(self, seed: int) -> Faults:
         latency = {(ANY, ANY): self.write, **self.writes}
@@ -29,6 +31,7 @@ class Profile:
             watch_hold=dict(self.watch),
             conflict_rate=self.conflict_rate,
             bind_conflict_rate=self.bind_conflict_rate,
+            before_commit=self.before_commit,
         )
 
 
@@ -39,6 +42,14 @@ PROFILES: Final[dict[str, Profile]] = {
         Profile("writes-50ms", write=Latency(0.05)),
         Profile("writes-200ms", write=Latency(0.2)),
         Profile("jitter", write=Latency(0.0, 0.25), watch={ANY: Latency(0.0, 0.1)}),
+        # The answer as soon as the write is made, its watch event later: what a
+        # busy kube-apiserver does (the watch cache lags the write).
+        Profile(
+            "late-watches",
+            write=Latency(0.2),
+            before_commit=1.0,
+            watch={ANY: Latency(0.15, 0.05)},
+        ),
         Profile(
             "bunched-watches",
             write=Latency(0.05),

@@ -36,7 +36,7 @@ REGRESSIONS = [
     pytest.param(Case("gpu-rush", "writes-200ms"), id="a-gpu-given-to-four-claims"),
     # Same cause: a device with binding conditions let its pod bind within a
     # second though the driver never reported them.
-    pytest.param(Case("binding-conditions", "writes-200ms"), id="binding-conditions-ignored-live"),
+    pytest.param(Case("binding-conditions", "late-watches"), id="binding-conditions-ignored-live"),
     # Gang preemption's dry run did not count devices: with devices the only
     # shortage the gang never preempted (or evicted and still did not fit).
     pytest.param(
