@@ -23,7 +23,9 @@ Where it knowingly differs from kube-apiserver:
   not exist is created on first use unless `strict_namespaces=True` (then 404);
 - lists are served from the latest state (a list's resourceVersion is not a
   snapshot; continue tokens resume by key);
-- no validation against schemas, no admission, no RBAC (one bearer token or none);
+- no validation against schemas, no admission, no RBAC on its own requests (one
+  bearer token or none); TokenReview and SubjectAccessReview creates are answered,
+  the latter from the RBAC objects (apiserver/reviews.py);
 - server-side apply merges the intent without field ownership (no managedFields);
 - responses are always JSON; protobuf request bodies are read for Namespace,
   ConfigMap, ServiceAccount, Secret, PriorityClass and DeleteOptions only

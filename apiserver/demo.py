@@ -17,7 +17,9 @@ a PV on that node, bound to it, as a CSI provisioner and the PV controller would
 do; the pod waiting for it at PreBind is then bound. Nor does a resourceclaim
 controller, so the demo plays that too (`create_claims`): a pod's claim from a
 ResourceClaimTemplate is created and recorded in the pod's status, and Troupe
-then allocates a device of the demo's fake GPU driver for it. With --keep-running it
+then allocates a device of the demo's fake GPU driver for it. It prints the curl
+command that reads Troupe's metrics (HTTPS, with the token of a user the embedded
+server's RBAC lets read /metrics). With --keep-running it
 stays up so you can look with kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
 """
 
@@ -32,7 +34,7 @@ from typing import Any
 import yaml
 
 from apiserver import ApiServer
-from apiserver.replica import Troupe
+from apiserver.replica import Troupe, metrics_reader
 from troupe.dra.controller import claim_from_template, pending_template_claims, record_claim
 from troupe.simulate import load_objects
 
@@ -251,14 +253,21 @@ def demo(args: argparse.Namespace) -> int:
         config: dict[str, Any] = {}
         if args.config:
             config = yaml.safe_load(Path(args.config).read_text()) or {}
+        token = metrics_reader(srv, "demo-viewer")
         troupe = Troupe(
             work,
             kubeconfig=kubeconfig,
             identity="troupe-demo",
             config=config,
             port=args.metrics_port,
+            token=token,
         )
-        say(f"Metrics: http://127.0.0.1:{args.metrics_port}/metrics")
+        # Served as kube-scheduler serves its port: HTTPS (a self-signed certificate),
+        # a token the API server authenticates, a user its RBAC lets read /metrics.
+        say(
+            f'Metrics: curl -k -H "Authorization: Bearer {token}" '
+            f"https://127.0.0.1:{args.metrics_port}/metrics"
+        )
         say(f"Starting: troupe run --kubeconfig {kubeconfig}")
         seen_pods: dict[str, tuple[bool, str]] = {}
         seen_groups: dict[str, dict[str, Any]] = {}

@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -24,9 +25,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from apiserver.server import ApiServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,8 +74,12 @@ class Troupe:
         env: Mapping[str, str] | None = None,
         prelude: str = "",
         port: int | None = None,
+        token: str | None = None,
     ) -> None:
         self.workdir = workdir
+        # The bearer token `http` sends (see `metrics_reader`); the health
+        # endpoints answer without one.
+        self.token = token
         self.identity = identity
         self.port = port or free_port()
         self.log_path = workdir / f"{identity}.log"
@@ -98,7 +106,7 @@ class Troupe:
         self.cmd += [
             "run",
             f"--config={self.config_path}",
-            f"--metrics-port={self.port}",
+            f"--secure-port={self.port}",
             "--bind-address=127.0.0.1",
             *((f"--kubeconfig={kubeconfig}",) if kubeconfig is not None else ()),
             *args,
@@ -125,10 +133,16 @@ class Troupe:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def http(self, path: str) -> tuple[int, str]:
-        """GET a path of the metrics/health port: (status, body); (0, "") if down."""
+    def http(self, path: str, token: str | None = None) -> tuple[int, str]:
+        """GET a path of the secure port, with `token` (None: the replica's; "":
+        none) as a Prometheus with insecureSkipVerify would: (status, body);
+        (0, "") if down."""
+        request = urllib.request.Request(f"https://127.0.0.1:{self.port}{path}")
+        token = self.token if token is None else token
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            with urllib.request.urlopen(request, timeout=5, context=_UNVERIFIED) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -183,6 +197,42 @@ class Troupe:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+
+# The replica's certificate is self-signed (made at its start).
+_UNVERIFIED = ssl.create_default_context()
+_UNVERIFIED.check_hostname = False
+_UNVERIFIED.verify_mode = ssl.CERT_NONE
+
+
+def metrics_reader(api: ApiServer, name: str = "metrics-reader") -> str:
+    """A token of a user the embedded API server lets read /metrics and
+    /debug/* (a ClusterRole and its ClusterRoleBinding, as a cluster admin
+    grants a Prometheus): what `Troupe(token=...)` sends."""
+    token = api.add_user(name)
+    role = f"troupe-{name}"
+    api.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": [{"nonResourceURLs": ["/metrics", "/debug/*"], "verbs": ["get"]}],
+        }
+    )
+    api.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": name}],
+        }
+    )
+    return token
 
 
 def in_cluster_prelude(secrets: Path) -> str:

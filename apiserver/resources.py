@@ -27,6 +27,7 @@ class Resource:
     printer_columns: tuple[tuple[str, str, str, int], ...] = ()
     categories: tuple[str, ...] = ()
     custom: bool = False  # served from a CRD: strategic merge patch is 415, as in kube
+    verbs: tuple[str, ...] = VERBS  # what discovery lists (the reviews: create only)
 
     @property
     def group_version(self) -> str:
@@ -60,7 +61,7 @@ class Resource:
             "singularName": self.singular,
             "namespaced": self.namespaced,
             "kind": self.kind,
-            "verbs": list(VERBS),
+            "verbs": list(self.verbs),
         }
         if self.short_names:
             main["shortNames"] = list(self.short_names)
@@ -142,6 +143,18 @@ BUILTIN: Final[tuple[Resource, ...]] = (
     _r("rbac.authorization.k8s.io/v1", "roles", "Role", True),
     _r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", True),
     _r("events.k8s.io/v1", "events", "Event", True, ["ev"]),
+    # Answered, never stored (apiserver/reviews.py): Troupe's secure port asks them.
+    Resource(
+        "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, verbs=("create",)
+    ),
+    Resource(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        False,
+        verbs=("create",),
+    ),
     _r(
         "apiextensions.k8s.io/v1",
         "customresourcedefinitions",

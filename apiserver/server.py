@@ -17,12 +17,13 @@ import base64
 import collections
 import copy
 import json
+import secrets
 import ssl
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -30,7 +31,7 @@ from typing import Any, Final, TypeVar
 import aiohttp.web as web
 import yaml
 
-from apiserver import protobuf, tables
+from apiserver import protobuf, reviews, tables
 from apiserver.faults import Faults
 from apiserver.patch import PatchError
 from apiserver.resources import Resource
@@ -96,6 +97,7 @@ class ApiServer:
     scheduling.k8s.io PodGroups in that version, as a cluster with GenericWorkload;
     `log_size` bounds each resource's event log (older resumes get 410);
     `strict_namespaces` answers 404 for objects in a namespace that does not exist;
+    TokenReviews and SubjectAccessReviews are answered (`add_user`, apiserver/reviews.py);
     `bookmark_interval` paces BOOKMARKs on watches that allow them.
 
     Faults (keys are substrings of the request's path and query): `fail_next[frag]`
@@ -137,6 +139,8 @@ class ApiServer:
         self.requests: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.writes: list[WriteRecord] = []
         self.on_write: Callable[[WriteRecord], None] | None = None
+        # Token -> user, for TokenReviews (apiserver/reviews.py; `add_user`).
+        self.users: dict[str, reviews.User] = {}
         self.ca_pem_path: Path | None = None
         self.url = ""
         self._runner: web.AppRunner | None = None
@@ -228,6 +232,13 @@ class ApiServer:
         out = Path(path)
         out.write_text(yaml.safe_dump(config))
         return out
+
+    def add_user(self, name: str, groups: Sequence[str] = ()) -> str:
+        """A new bearer token that TokenReviews answer as user `name` in `groups`
+        (and system:authenticated); what it may do is the RBAC objects' say."""
+        token = secrets.token_urlsafe(24)
+        self.users[token] = reviews.User(name, (*groups, "system:authenticated"))
+        return token
 
     # Fault injection -------------------------------------------------------
 
@@ -445,7 +456,22 @@ class ApiServer:
         if not rest:
             return _json_or_404(reg.resource_list(group, version), request.path)
         target = self._target(group, version, rest, request.path)
+        if group in reviews.GROUPS and request.method == "POST" and target.name is None:
+            return _json(self._review(target.res, await _body(request)), 201)
         return await self._verb(request, target)
+
+    def _review(self, res: Resource, body: Any) -> dict[str, Any]:
+        """A TokenReview or SubjectAccessReview answered (apiserver/reviews.py)."""
+        if not isinstance(body, Mapping):
+            raise ApiError(400, "BadRequest", "the request body must be an object")
+        if res.plural == "tokenreviews":
+            users = {self.token: reviews.ADMIN} if self.token is not None else {}
+            return reviews.token_review(users | self.users, body)
+
+        def objects(plural: str, namespace: str | None) -> list[dict[str, Any]]:
+            return list(self.store.list(self.store.resolve(plural), namespace)[0])
+
+        return reviews.access_review(objects, body)
 
     def _classify(self, request: web.Request) -> tuple[str, str, str] | None:
         """(verb, plural, subresource) of a resource request, as kube's audit names it."""

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from apiserver import ApiServer
-from apiserver.replica import Troupe, until
+from apiserver.replica import Troupe, metrics_reader, until
 from apiserver.server import WriteRecord
 from bench import spy, workloads
 
@@ -144,6 +144,7 @@ def run(
             srv.create(workloads.node(i))
         leases = LeaseWatch(srv)
         kubeconfig = srv.write_kubeconfig(work / "kubeconfig")
+        reader = metrics_reader(srv)  # /metrics is read as Prometheus would, with a token
         troupes = [
             Troupe(
                 work,
@@ -151,6 +152,7 @@ def run(
                 identity=f"troupe-{i}",
                 config=config,
                 args=(f"--qps={QPS}", f"--burst={BURST}"),
+                token=reader,
             ).start()
             for i in range(replicas)
         ]

@@ -158,6 +158,7 @@ def _run(args: argparse.Namespace) -> int:
     from troupe.metrics import ServeError
     from troupe.operator import run
     from troupe.plugins.registry import IN_TREE
+    from troupe.serving import ServingConfigError, server_tls
 
     try:
         config = load_config(args.config, IN_TREE)
@@ -200,6 +201,12 @@ def _run(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"troupe: cannot load cluster credentials: {e}", file=sys.stderr)
         return 2
+    port = config.troupe.metrics_port if args.secure_port is None else args.secure_port
+    try:
+        tls = server_tls(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+    except ServingConfigError as e:
+        print(f"troupe: {e}", file=sys.stderr)
+        return 2
     collect_for_long_run()
     try:
         return asyncio.run(
@@ -207,7 +214,8 @@ def _run(args: argparse.Namespace) -> int:
                 config,
                 kube,
                 metrics_host=args.bind_address,
-                metrics_port=args.metrics_port,
+                metrics_port=port,
+                tls=tls,
                 identity=args.identity,
                 on_synced=freeze_synced,
             )
@@ -304,16 +312,36 @@ def build_parser() -> argparse.ArgumentParser:
         "else ~/.kube/config)",
     )
     run.add_argument(
+        "--secure-port",
         "--metrics-port",
+        dest="secure_port",
         type=int,
         default=None,
         metavar="P",
-        help="port of /metrics, /healthz, /readyz (default: troupe.metricsPort)",
+        help="HTTPS port of /metrics, /debug/explain, /healthz, /livez, /readyz; 0: none "
+        "(default: troupe.metricsPort, 10259; --metrics-port is its older name)",
     )
     run.add_argument(
         "--bind-address",
         default="0.0.0.0",
-        help="address of /metrics and the health endpoints (default 0.0.0.0, as kube-scheduler)",
+        help="address of the secure port (default 0.0.0.0, as kube-scheduler)",
+    )
+    run.add_argument(
+        "--tls-cert-file",
+        default=None,
+        metavar="FILE",
+        help="the serving certificate (PEM, with its intermediates after it); default: "
+        "a self-signed one (in --cert-dir if given, else in memory)",
+    )
+    run.add_argument(
+        "--tls-private-key-file", default=None, metavar="FILE", help="its private key (PEM)"
+    )
+    run.add_argument(
+        "--cert-dir",
+        default=None,
+        metavar="DIR",
+        help="where the self-signed pair troupe-scheduler.crt/.key is kept (made if missing); "
+        "ignored with --tls-cert-file",
     )
     run.add_argument(
         "--lease-namespace",

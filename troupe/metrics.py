@@ -9,7 +9,10 @@ kube-scheduler's pluginMetricsSamplePercent). Gauges that mirror live state
 carries the process and Python runtime collectors, as kube components carry
 the process and Go ones.
 
-`serve()` exposes `/metrics`, `/livez`, `/readyz` and `/healthz` on one port.
+`serve()` exposes `/metrics`, `/livez`, `/readyz` and `/healthz` on one port,
+over TLS and behind delegated authentication and authorization, as
+kube-scheduler's secure port (troupe.serving: the health endpoints are always
+allowed).
 The health endpoints behave as k8s.io/apiserver's healthz package does for
 kube-scheduler: each runs its named checks (`ping` first, then those
 registered in `Metrics.health`), answers `ok`, or with `?verbose` one line per
@@ -25,9 +28,10 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
@@ -35,6 +39,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+if TYPE_CHECKING:
+    from troupe.serving import DelegatingAuth
 
 log = logging.getLogger(__name__)
 
@@ -335,12 +342,30 @@ class Metrics:
         port: int,
         ready: Callable[[], bool] | None = None,
         explain: Callable[[str], Mapping[str, Any] | None] | None = None,
+        *,
+        tls: ssl.SSLContext,
+        auth: DelegatingAuth,
     ) -> Callable[[], object]:
-        """Serve /metrics, /livez, /readyz and /healthz; returns a coroutine function
-        that stops the server. `ready`, if given, becomes the readyz check
-        `informer-sync` (failing until it returns True). `explain`, if given,
-        answers /debug/explain/<namespace>/<name> (troupe.explain)."""
+        """Serve /metrics, /livez, /readyz and /healthz over `tls`, each request
+        authenticated and authorized by `auth` (troupe.serving); returns a
+        coroutine function that stops the server. `ready`, if given, becomes the
+        readyz check `informer-sync` (failing until it returns True). `explain`,
+        if given, answers /debug/explain/<namespace>/<name> (troupe.explain).
+        Raises ServeError when the address cannot be served."""
         from aiohttp import web
+
+        @web.middleware
+        async def guard(
+            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        ) -> web.StreamResponse:
+            refusal = await auth.check(
+                request.method, request.path, request.headers.get("Authorization", "")
+            )
+            if refusal is None:
+                return await handler(request)
+            if isinstance(refusal.body, str):
+                return web.Response(status=refusal.status, text=refusal.body, headers=_PLAIN)
+            return web.json_response(dict(refusal.body), status=refusal.status)
 
         if ready is not None:
             self.health.readyz.setdefault(
@@ -394,7 +419,7 @@ class Metrics:
                 return web.json_response(body, status=404)
             return web.json_response(dict(got))
 
-        app = web.Application()
+        app = web.Application(middlewares=[guard])
         app.router.add_get("/metrics", metrics)
         if explain is not None:
             app.router.add_get("/debug/explain/{namespace}/{name}", explained)
@@ -403,7 +428,7 @@ class Metrics:
             app.router.add_get(f"/{endpoint}/{{check}}", single(endpoint))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=tls)
         try:
             await site.start()
         except OSError as e:

@@ -43,6 +43,7 @@ import functools
 import logging
 import multiprocessing
 import signal
+import ssl
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -69,6 +70,7 @@ from troupe.kube.transport import LoopHttp
 from troupe.leader import LeaderElector
 from troupe.metrics import Metrics, ServeError
 from troupe.scheduler import Scheduler
+from troupe.serving import DelegatingAuth, server_tls
 
 log = logging.getLogger(__name__)
 
@@ -459,6 +461,7 @@ async def run(
     *,
     metrics_host: str = "0.0.0.0",
     metrics_port: int | None = None,
+    tls: ssl.SSLContext | None = None,
     identity: str | None = None,
     stop: asyncio.Event | None = None,
     kinds: Collection[str] = tuple(WATCHED),
@@ -466,6 +469,8 @@ async def run(
     on_synced: Callable[[], None] | None = None,
 ) -> int:
     """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
+    The port serves over `tls` (by default a self-signed certificate made now),
+    each request authenticated and authorized by the API server (troupe.serving).
     Raises ServeError, having given up the Lease, when the port cannot be served.
 
     Leader election, its Lease and timings come from `config.leader_election`.
@@ -551,7 +556,16 @@ async def run(
     explain = scheduler.decisions.get if scheduler.decisions is not None else None
     try:
         close_metrics = (
-            await metrics.serve(metrics_host, port, synced.is_set, explain) if port else None
+            await metrics.serve(
+                metrics_host,
+                port,
+                synced.is_set,
+                explain,
+                tls=tls or server_tls(),
+                auth=DelegatingAuth(kube),
+            )
+            if port
+            else None
         )
     except ServeError:
         if election is not None:

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from apiserver import ApiServer
-from apiserver.replica import Troupe, until
+from apiserver.replica import Troupe, metrics_reader, until
 from bench.e2e import LeaseWatch
 from tests.builders import make_node, make_pod
 from troupe.api.quantity import parse_quantity
@@ -297,6 +297,7 @@ def taken_by(leases: LeaseWatch, who: str, since: float) -> float | None:
 def leader_and_standby(api: ApiServer, a: Troupe, b: Troupe) -> tuple[Troupe, Troupe]:
     first = until(lambda: holder(api), what="a leader")
     leader, other = (a, b) if first == "a" else (b, a)
+    leader.token = other.token = metrics_reader(api)
     until(lambda: leader.metric("leader_election_master_status") == 1, what="the leader leads")
     return leader, other
 
@@ -447,6 +448,7 @@ def test_a_standby_with_a_skewed_clock_never_takes_a_renewed_lease(
             time.sleep(0.2)  # the load spans many renewals (retryPeriod 500ms)
         until(lambda: settled(api, 30), what="pods bound")
         assert {h for t, _, h in leases.renewals if t >= t0} == {"a"}
+        b.token = metrics_reader(api)
         assert b.metric("leader_election_master_status") == 0
         assert a.proc is not None
         a.proc.send_signal(signal.SIGSTOP)

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from apiserver import ApiServer
-from apiserver.replica import REPO, Troupe, in_cluster_prelude, until
+from apiserver.replica import REPO, Troupe, in_cluster_prelude, metrics_reader, until
 from tests.builders import make_node, make_pod
 
 
@@ -207,11 +207,12 @@ def test_two_replicas_standby_is_ready_each_pod_bound_once_and_fail_over(
     nodes(api, 2, cpu=4)
     for i in range(4):
         pod(api, f"p{i}")
-    a = Troupe(tmp_path, kubeconfig=kubeconfig, identity="a").start()
+    reader = metrics_reader(api)
+    a = Troupe(tmp_path, kubeconfig=kubeconfig, identity="a", token=reader).start()
     try:
         a.wait_ready()
         until(lambda: len(bound(api)) == 4)
-        b = Troupe(tmp_path, kubeconfig=kubeconfig, identity="b").start()
+        b = Troupe(tmp_path, kubeconfig=kubeconfig, identity="b", token=reader).start()
         try:
             b.wait_ready()  # a standby is Ready: it syncs caches, as kube-scheduler's
             assert a.metric("leader_election_master_status", {"name": "troupe-scheduler"}) == 1

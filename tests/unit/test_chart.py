@@ -88,6 +88,35 @@ def test_default_values() -> None:
             id="service-monitor",
         ),
         pytest.param(
+            ("metrics.serviceMonitor.enabled=true",),
+            lambda docs: (
+                (ep := one(docs, "ServiceMonitor")["spec"]["endpoints"][0])["scheme"] == "https"
+                and ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+                and ep["tlsConfig"] == {"insecureSkipVerify": True}
+            ),
+            id="service-monitor-scrapes-https-with-a-token",
+        ),
+        pytest.param(
+            (
+                "metrics.serviceMonitor.enabled=true",
+                "metrics.serviceMonitor.tlsConfig.serverName=troupe",
+                "metrics.tls.secretName=troupe-tls",
+            ),
+            lambda docs: (
+                one(docs, "ServiceMonitor")["spec"]["endpoints"][0]["tlsConfig"]
+                == {"serverName": "troupe"}
+                and (pod := one(docs, "Deployment")["spec"]["template"]["spec"])["containers"][0][
+                    "args"
+                ][-2:]
+                == [
+                    "--tls-cert-file=/etc/troupe/tls/tls.crt",
+                    "--tls-private-key-file=/etc/troupe/tls/tls.key",
+                ]
+                and {"name": "tls", "secret": {"secretName": "troupe-tls"}} in pod["volumes"]
+            ),
+            id="serving-certificate-from-a-secret",
+        ),
+        pytest.param(
             ("replicas=1", "podDisruptionBudget.enabled=false"),
             lambda docs: (
                 one(docs, "Deployment")["spec"]["replicas"] == 1

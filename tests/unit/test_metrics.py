@@ -8,7 +8,9 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,6 +24,7 @@ from troupe.config import default_config
 from troupe.metrics import HealthChecks, Metrics, run_checks
 from troupe.plugins.registry import IN_TREE
 from troupe.scheduler import Scheduler
+from troupe.serving import DelegatingAuth, server_tls
 from troupe.simulate import Simulation, load_objects
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -363,6 +366,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Masters:
+    """TokenReviews: the token "admin" is a member of system:masters (who is
+    never asked about; tests/unit/test_serving.py tests the rest)."""
+
+    async def review_token(self, token: str) -> Mapping[str, Any]:
+        user = {"username": "admin", "groups": ["system:masters"]}
+        return {"authenticated": True, "user": user} if token == "admin" else {}
+
+    async def review_access(self, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise AssertionError("system:masters is always allowed")
+
+
 async def test_endpoints() -> None:
     metrics = Metrics()
     metrics.schedule_attempts.labels("scheduled", "p").inc()
@@ -370,10 +385,13 @@ async def test_endpoints() -> None:
     loop_alive = True
     metrics.health.livez["scheduling-loop"] = lambda: None if loop_alive else "task ended"
     port = free_port()
-    stop = await metrics.serve("127.0.0.1", port, lambda: ready)
-    base = f"http://127.0.0.1:{port}"
+    auth = DelegatingAuth(Masters())
+    stop = await metrics.serve("127.0.0.1", port, lambda: ready, tls=server_tls(), auth=auth)
+    base = f"https://127.0.0.1:{port}"
     try:
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(
+            headers={"Authorization": "Bearer admin"}, connector=aiohttp.TCPConnector(ssl=False)
+        ) as http:
 
             async def get(path: str) -> tuple[int, str]:
                 async with http.get(base + path) as r:

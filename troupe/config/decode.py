@@ -32,7 +32,7 @@ Troupe's own settings live in a top-level `troupe:` section (all optional):
       seed: 0                          # random tie-break between equal nodes
       gangGroupCycle: true             # place a gang's pods together (atomic)
       podGroupStatusCoalesceSeconds: 1
-      metricsPort: 10259               # /metrics, /healthz, /readyz
+      metricsPort: 10259               # HTTPS: /metrics, /healthz, /readyz
       explain:                         # /debug/explain/<ns>/<name> on metricsPort, and
         enabled: false                 #   troupe.dev/explain: "true" pods annotated
         maxPods: 10000                 #   decisions kept (the oldest go first)

@@ -437,6 +437,42 @@ class KubeClient:
                 raise NotFound(pod) from None
             raise api_error(e) from None
 
+    # ---- Reviewer (troupe.serving: who may read the metrics port) ----------------
+
+    async def review_token(self, token: str) -> Mapping[str, Any]:
+        """The status of a TokenReview of `token`, made with this client's own
+        credentials (kube-scheduler's delegated authentication). Not fenced: a
+        standby serves its port too."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        return await self._review("TokenReview", "authentication.k8s.io", "tokenreviews", body)
+
+    async def review_access(self, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The status of a SubjectAccessReview with `spec` (delegated authorization)."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": dict(spec),
+        }
+        return await self._review(
+            "SubjectAccessReview", "authorization.k8s.io", "subjectaccessreviews", body
+        )
+
+    async def _review(
+        self, kind: str, group: str, plural: str, body: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        try:
+            path = f"/apis/{group}/v1/{plural}"
+            data = await self.writes.send(f"create {kind}", "POST", path, body)
+        except k8s.ApiException as e:
+            raise api_error(e) from None
+        obj = json.loads(data or b"{}")
+        status = obj.get("status") if isinstance(obj, dict) else None
+        return status if isinstance(status, dict) else {}
+
     def lease(
         self,
         namespace: str,
