@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.unit.dra_helpers import claim, device, device_class, request, slice_
 from troupe.api.types import InvalidObject
+from troupe.dra.allocator import allocate
 from troupe.dra.store import UNOWNED_MAX, DeviceStore, Published
 from troupe.dra.types import DraObject, ResourceClaim, parse_dra_object
 
@@ -105,3 +106,17 @@ def test_selectors_no_stored_object_uses_are_remembered_only_for_the_last_few() 
     for i in range(5 * UNOWNED_MAX):
         _judge(store, published, f'device.attributes["gpu.example.com"].model != "y{i}"')
     assert expr in store._verdicts
+
+
+def test_what_requests_admit_is_not_kept_for_claims_that_went() -> None:
+    # The allocator remembers, per slice and per node, the devices each
+    # request (class, selectors, tolerations) admits: those of claims that
+    # went are dropped as well, in batches.
+    store, _ = _store()
+    for i in range(10 * UNOWNED_MAX):
+        c = _claim(f"c{i}", f'device.attributes["gpu.example.com"].model != "m{i}"')
+        store.set(c)
+        assert allocate(store, [c], "node-0", {}, build=False) is not None
+        store.set(c, deleted=True)
+    assert sum(len(keys) for keys in store._matching.values()) <= UNOWNED_MAX
+    assert sum(len(keys) for keys in store._node_matches.values()) <= UNOWNED_MAX

@@ -145,6 +145,9 @@ class DeviceStore:
         self._verdicts: dict[str, dict[str, tuple[str, dict[int, bool | CelError]]]] = {}
         self._uses: dict[str, int] = {}  # expression -> held objects whose selector it is
         self._unowned: dict[str, None] = {}  # expressions judged that none uses, oldest first
+        # Expressions whose verdicts went, whose request keys `_matching` and
+        # `_node_matches` may still hold (dropped in batches: see `_recount`).
+        self._dead: set[str] = set()
         self.listeners: list[Callable[[], None]] = []
         self._rules: dict[str, DeviceTaintRule] = {}
         # (slice name, device index) -> (the slice, its taints with the rules')
@@ -523,7 +526,7 @@ class DeviceStore:
                 if len(self._unowned) > UNOWNED_MAX:
                     oldest = next(iter(self._unowned))
                     del self._unowned[oldest]
-                    self._verdicts.pop(oldest, None)
+                    self._forget(oldest)
         s = p.slice
         of_slice = per_slice.get(s.name)
         if of_slice is None or of_slice[0] != s.resource_version:
@@ -574,7 +577,28 @@ class DeviceStore:
                 self._uses[e] = n
             else:
                 del self._uses[e]
-                self._verdicts.pop(e, None)
+                self._forget(e)
+
+    def _forget(self, expr: str) -> None:
+        """Drop what is remembered of an expression no object uses: its
+        verdicts at once; the request keys naming it (what requests admit, per
+        slice and per node) once as many expressions went as are in use, so
+        that sweeping those caches costs each deleted claim about what its
+        own entries cost, and what lingers is bounded by what exists."""
+        self._verdicts.pop(expr, None)
+        self._dead.add(expr)
+        if len(self._dead) < max(UNOWNED_MAX, len(self._uses)):
+            return
+        dead, self._dead = self._dead, set()
+        for cache in (self._matching, self._node_matches):
+            for per in cache.values():
+                gone = [
+                    k
+                    for k in per
+                    if any(isinstance(part, tuple) and not dead.isdisjoint(part) for part in k)
+                ]
+                for k in gone:
+                    del per[k]
 
     # ---- assumed claims --------------------------------------------------------------
 
