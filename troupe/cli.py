@@ -203,7 +203,11 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     port = config.troupe.metrics_port if args.secure_port is None else args.secure_port
     try:
-        tls = server_tls(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+        tls = (
+            server_tls(args.tls_cert_file, args.tls_private_key_file, args.cert_dir)
+            if port
+            else None
+        )
     except ServingConfigError as e:
         print(f"troupe: {e}", file=sys.stderr)
         return 2
