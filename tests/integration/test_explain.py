@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from apiserver import ApiError, ApiServer
-from apiserver.replica import Troupe, until
+from apiserver.replica import Troupe, metrics_reader, until
 from tests.builders import make_node, make_pod
 
 SIM = "kube-scheduler-simulator.sigs.k8s.io/"
@@ -44,7 +44,8 @@ def test_decisions_are_served_and_asked_for_explanations_written(
     api.create(make_node("big").capacity(cpu=8, memory="16Gi", pods=10).obj())
     api.create(make_node("small").capacity(cpu=2, memory="4Gi", pods=10).obj())
     config = {"troupe": {"explain": {"enabled": True}}}
-    with Troupe(tmp_path, kubeconfig=kubeconfig, config=config) as t:
+    reader = metrics_reader(api)  # /debug/explain answers who may read it
+    with Troupe(tmp_path, kubeconfig=kubeconfig, config=config, token=reader) as t:
         t.wait_ready()
         api.create(
             created(make_pod("asks").req(cpu="1").annotate("troupe.dev/explain", "true").obj())
@@ -141,7 +142,8 @@ def test_explanations_at_many_nodes_are_accepted_and_a_gang_not_placed_says_pend
             cpu = 4 if i < 2 else 1
             api.create(make_node(long_name(i)).capacity(cpu=cpu, memory="8Gi", pods=10).obj())
         config = {"troupe": {"explain": {"enabled": True}}}
-        with Troupe(tmp_path, kubeconfig=kubeconfig, config=config) as t:
+        reader = metrics_reader(api)
+        with Troupe(tmp_path, kubeconfig=kubeconfig, config=config, token=reader) as t:
             t.wait_ready()
             api.create(
                 created(
