@@ -21,11 +21,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Final, Protocol
 
 from troupe.clock import Clock
 
 log = logging.getLogger(__name__)
+
+# How long one scheduling cycle may run before its loop is taken as hung (see
+# `CycleWatch`): far beyond what a bounded cycle takes.
+MAX_CYCLE_SECONDS: Final = 60.0
 
 
 class LeaseConflict(Exception):
@@ -265,6 +269,32 @@ class LeaderElector:
             )
         except Exception as e:
             log.warning("could not release the lease: %s", e)
+
+
+class CycleWatch:
+    """Tells a scheduling loop busy with one heavy cycle from a hung one.
+
+    The loop's own heartbeat cannot beat while a cycle runs (a cycle is plain
+    code on the loop), so another thread of the process asks `busy` now and then
+    and beats on the loop's behalf while it is true. `progress` returns (cycles
+    started, whether one runs now), as `Scheduler.progress`. A cycle is busy
+    until it has run for `max_cycle` seconds, counted from when this watch first
+    saw it (on the caller's clock, a period late at most); past that the loop is
+    taken as hung and the Lease lapses. A cycle's work is bounded (CEL costs,
+    the allocator's steps), so `max_cycle` is a bound on how long one can take,
+    not on how heavy a pod is. A stopped process (SIGSTOP) stops this thread too."""
+
+    def __init__(self, progress: Callable[[], tuple[int, bool]], max_cycle: float) -> None:
+        self.progress = progress
+        self.max_cycle = max_cycle
+        self._cycles = -1
+        self._since = 0.0
+
+    def busy(self, now: float) -> bool:
+        cycles, running = self.progress()
+        if cycles != self._cycles:
+            self._cycles, self._since = cycles, now
+        return running and now - self._since < self.max_cycle
 
 
 def _content(r: LeaseRecord) -> tuple[str, float, float, float, int]:

@@ -67,7 +67,7 @@ from troupe.kube import (
 )
 from troupe.kube.reflector import Reflector
 from troupe.kube.transport import LoopHttp
-from troupe.leader import LeaderElector
+from troupe.leader import MAX_CYCLE_SECONDS, CycleWatch, LeaderElector
 from troupe.metrics import Metrics, ServeError
 from troupe.scheduler import Scheduler
 from troupe.serving import DelegatingAuth, server_tls
@@ -308,7 +308,10 @@ class ElectorProcess:
     renewer behind. Each side watches the other: the child renews only while
     this process's loop keeps beating (a hung scheduler lets its Lease lapse),
     and this process stops leading as soon as the fence lapses without a word
-    from the child (a hung elector).
+    from the child (a hung elector). While the loop is inside one scheduling
+    cycle, which it cannot leave to beat, a thread beats for it as long as its
+    `CycleWatch` says the cycle is busy rather than hung (it has run less than
+    `MAX_CYCLE_SECONDS`): a heavy pod does not cost the Lease.
 
     Started with fork before any thread exists (see `run`), so the child needs
     no pickling and inherits the loaded credentials.
@@ -321,6 +324,7 @@ class ElectorProcess:
         on_started: Callable[[], None],
         on_stopped: Callable[[], None],
         beat_period: float = 1.0,
+        watch: CycleWatch | None = None,
     ) -> None:
         ctx = multiprocessing.get_context("fork")
         self.make_elector = make_elector
@@ -334,6 +338,8 @@ class ElectorProcess:
         # processes); the child renews only while it is fresh, so a hung
         # scheduler lets its Lease lapse.
         self._beat = ctx.RawValue("d", 0.0)
+        self.watch = watch
+        self._vouching = threading.Event()  # set: the thread that beats for a cycle ends
         self._leader = False
         self._beating: asyncio.TimerHandle | None = None
         self._events_r, self._events_w = ctx.Pipe(duplex=False)
@@ -355,6 +361,17 @@ class ElectorProcess:
         self.main_loop.add_reader(self._events_r.fileno(), self._on_message)
         self._reading = True
         self._beating = self.main_loop.call_later(self.beat_period, self._heartbeat)
+        if self.watch is not None:  # a thread, now that the child is forked
+            threading.Thread(
+                target=self._vouch, args=(self.watch,), name="troupe-cycle-watch", daemon=True
+            ).start()
+
+    def _vouch(self, watch: CycleWatch) -> None:
+        """A thread: beat for the loop while it is busy inside one cycle."""
+        while not self._vouching.wait(self.beat_period):
+            now = time.monotonic()
+            if watch.busy(now):
+                self._beat.value = now
 
     def _heartbeat(self) -> None:
         """Tell the child this loop answers, and see that the child does: a
@@ -397,6 +414,7 @@ class ElectorProcess:
         """Ask the child to end (it releases the Lease if held) and wait for it."""
         self._stop_reading()
         self._leader = False
+        self._vouching.set()
         if self._beating is not None:
             self._beating.cancel()
         with contextlib.suppress(OSError):
@@ -544,7 +562,12 @@ async def run(
 
         # Forked now, before this process has any thread (see ElectorProcess).
         election = ElectorProcess(
-            make_elector, loop, started, stopped, beat_period=min(1.0, le.retry_period / 2)
+            make_elector,
+            loop,
+            started,
+            stopped,
+            beat_period=min(1.0, le.retry_period / 2),
+            watch=CycleWatch(scheduler.progress, MAX_CYCLE_SECONDS),
         )
         election.start()
         # Until this replica leads, it writes nothing.

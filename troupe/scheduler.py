@@ -269,6 +269,13 @@ class Scheduler:
     def binding_in_flight(self) -> int:
         return len(self.ctx.tasks)
 
+    def progress(self) -> tuple[int, bool]:
+        """(scheduling cycles started, whether one is running now). Read from
+        another thread by what tells a busy loop from a hung one for leader
+        election (troupe.leader.CycleWatch), which times cycles by its own clock."""
+        ctx = self.ctx
+        return ctx.counters.cycles, bool(ctx.cycle_pods)
+
     def schedule_one(self) -> bool:
         """Run one scheduling cycle. Returns False when the active queue was empty.
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from troupe.clock import VirtualClock
-from troupe.leader import InMemoryLeases, LeaderElector, LeaseRecord
+from troupe.leader import CycleWatch, InMemoryLeases, LeaderElector, LeaseRecord
 
 
 async def step(clock: VirtualClock, seconds: float, dt: float = 0.5) -> None:
@@ -260,3 +260,64 @@ async def test_a_leader_whose_scheduler_does_not_answer_lets_the_lease_lapse() -
     tb.cancel()
     with pytest.raises(asyncio.CancelledError):
         await tb
+
+
+def test_a_cycle_is_busy_until_it_has_run_max_cycle() -> None:
+    progress = (0, False)
+    w = CycleWatch(lambda: progress, max_cycle=60.0)
+    assert not w.busy(0.0)  # between cycles the loop's own heartbeat answers
+    progress = (1, True)
+    assert w.busy(1.0) and w.busy(59.0)  # one cycle, first seen at 1
+    assert not w.busy(61.5)  # in the same cycle for 60.5 s: hung
+    progress = (2, True)
+    assert w.busy(62.0)  # another cycle: the loop moved on
+    progress = (2, False)
+    assert not w.busy(63.0)
+
+
+async def test_a_leader_busy_with_one_long_cycle_keeps_its_lease_and_a_hung_one_loses_it() -> None:
+    """Found by a hostile probe: one heavy pod kept the scheduling loop from beating
+    past renewDeadline ("the scheduler does not answer") and the leader lost its
+    Lease. While the loop is inside one cycle a thread beats for it (here a task,
+    as ElectorProcess's thread), until the cycle has run max_cycle: a cycle of 40 s
+    keeps the Lease, a cycle that never ends lets it lapse."""
+    clock = VirtualClock(start=0.0)
+    leases = InMemoryLeases()
+    a = LeaderElector(leases.view(), "a", clock)
+    progress = (0, False)
+    watch = CycleWatch(lambda: progress, max_cycle=60.0)
+    beat = 0.0
+    a.alive = lambda: clock.now() - beat < a.renew_deadline
+
+    async def heartbeats() -> None:
+        nonlocal beat
+        while True:
+            await clock.sleep(1.0)
+            if not progress[1] or watch.busy(clock.now()):  # the loop's, or the thread's
+                beat = clock.now()
+
+    beating = asyncio.create_task(heartbeats())
+    stopped: list[float] = []
+    ta = asyncio.create_task(a.run(lambda: None, lambda: stopped.append(clock.now())))
+    await step(clock, 1)
+    b = LeaderElector(leases.view(), "b", clock)
+    tb = asyncio.create_task(b.run(lambda: None, lambda: None))
+    await step(clock, 5)
+    assert a.is_leader
+    progress = (1, True)  # one heavy pod's cycle: 40 s, 4 renewDeadlines
+    await step(clock, 40)
+    progress = (1, False)
+    await step(clock, 5)
+    assert a.is_leader and not stopped and not b.is_leader
+    hung = clock.now()
+    progress = (2, True)  # a cycle that never ends
+    await step(clock, 100)
+    # beats stop max_cycle (and a period) after; alive() turns false a renewDeadline
+    # later, and the elector steps down a renewDeadline after its last renewal
+    late = 60.0 + 1.0 + 2 * a.renew_deadline + a.retry_period
+    assert stopped and stopped[0] - hung <= late
+    assert b.is_leader and ta.done()
+    for t in (tb, beating):
+        t.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await t
