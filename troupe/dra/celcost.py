@@ -34,6 +34,7 @@ changing what `in`, `size()` or iterating over those maps see.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -68,112 +69,37 @@ class Token:
     size: int = 1  # for strings and bytes: at most this many characters
 
 
-_OPS: Final = (
-    "&&",
-    "||",
-    "<=",
-    ">=",
-    "==",
-    "!=",
-    "<",
-    ">",
-    "!",
-    "+",
-    "-",
-    "*",
-    "/",
-    "%",
-    "?",
-    ":",
-    ".",
-    ",",
-    "(",
-    ")",
-    "[",
-    "]",
-    "{",
-    "}",
+_ESCAPE: Final = (
+    r"""\\(?:[abfnrtv"'\\?`]|[xX][0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2})"""
 )
-_WHITESPACE: Final = frozenset("\t\n\r\f ")
-_HEX: Final = frozenset("0123456789abcdefABCDEF")
-
-
-def _is_letter(c: str) -> bool:
-    return ("a" <= c <= "z") or ("A" <= c <= "Z") or c == "_"
-
-
-def _string_end(text: str, i: int, raw: bool) -> int:
-    """The end of the string literal whose quote starts at `i` (CEL.g4's STRING)."""
-    q = text[i]
-    triple = text.startswith(q * 3, i)
-    j = i + (3 if triple else 1)
-    n = len(text)
-    while j < n:
-        c = text[j]
-        if triple and text.startswith(q * 3, j):
-            return j + 3
-        if not triple:
-            if c == q:
-                return j + 1
-            if c in "\r\n":
-                raise CostError("newline in a string literal")
-        if c == "\\" and not raw:
-            j = _escape_end(text, j)
-            continue
-        j += 1
-    raise CostError("unterminated string literal")
-
-
-def _escape_end(text: str, j: int) -> int:
-    """The end of the escape sequence at `j` (a backslash)."""
-    nxt = text[j + 1 : j + 2]
-    if nxt and nxt in "abfnrtv\"'\\?`":
-        return j + 2
-    if nxt in ("x", "X") and all(c in _HEX for c in text[j + 2 : j + 4]) and j + 4 <= len(text):
-        return j + 4
-    if nxt == "u" and j + 6 <= len(text) and all(c in _HEX for c in text[j + 2 : j + 6]):
-        return j + 6
-    if nxt == "U" and j + 10 <= len(text) and all(c in _HEX for c in text[j + 2 : j + 10]):
-        return j + 10
-    if (
-        nxt
-        and nxt in "0123"
-        and j + 4 <= len(text)
-        and all(c in "01234567" for c in text[j + 2 : j + 4])
-    ):
-        return j + 4
-    raise CostError(f"invalid escape sequence at {j}")
-
-
-def _digits(text: str, j: int) -> int:
-    while j < len(text) and text[j].isdigit():
-        j += 1
-    return j
-
-
-def _number_end(text: str, i: int) -> int:
-    """The end of the number at `i` (CEL.g4's NUM_FLOAT, NUM_INT, NUM_UINT)."""
-    n = len(text)
-    if text.startswith(("0x", "0X"), i) and text[i + 2 : i + 3] in _HEX and i + 2 < n:
-        j = i + 2
-        while j < n and text[j] in _HEX:
-            j += 1
-        return j + 1 if text[j : j + 1] in ("u", "U") and j < n else j
-    j = _digits(text, i)
-    is_float = False
-    if text[j : j + 1] == "." and text[j + 1 : j + 2].isdigit():
-        j = _digits(text, j + 1)
-        is_float = True
-    if text[j : j + 1] in ("e", "E") and j < n:
-        k = j + 1
-        if text[k : k + 1] in ("+", "-") and k < n:
-            k += 1
-        if text[k : k + 1].isdigit():
-            j = _digits(text, k)
-            is_float = True
-    if not is_float and text[j : j + 1] in ("u", "U") and j < n:
-        j += 1
-    return j
+_TRIPLE_D: Final = '"' * 3
+_TRIPLE_S: Final = "'" * 3
+# CEL.g4's tokens, in the order that gives its longest match. Only strings
+# that are not raw have escapes, and one CEL does not have matches nothing
+# (the interpreter refuses it too).
+_TOKEN: Final = re.compile(
+    "|".join(
+        [
+            r"(?P<skip>[\t\n\r\f ]+|//[^\n]*)",
+            "(?P<str>[bB]?(?:"
+            + "|".join(
+                [
+                    f"{_TRIPLE_D}(?:{_ESCAPE}|[^\\\\])*?{_TRIPLE_D}",
+                    f"{_TRIPLE_S}(?:{_ESCAPE}|[^\\\\])*?{_TRIPLE_S}",
+                    f'"(?:{_ESCAPE}|[^\\\\"\\n\\r])*"',
+                    f"'(?:{_ESCAPE}|[^\\\\'\\n\\r])*'",
+                    f"[rR](?:{_TRIPLE_D}[\\s\\S]*?{_TRIPLE_D}|{_TRIPLE_S}[\\s\\S]*?{_TRIPLE_S}"
+                    "|\"[^\"\\n\\r]*\"|'[^'\\n\\r]*')",
+                ]
+            )
+            + "))",
+            r"(?P<num>0[xX][0-9a-fA-F]+[uU]?|\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+"
+            r"|\.\d+(?:[eE][+-]?\d+)?|\d+[uU]?)",
+            r"(?P<id>[A-Za-z_][A-Za-z0-9_]*)",
+            r"(?P<op>&&|\|\||<=|>=|==|!=|[<>!+\-*/%?:.,()\[\]{}])",
+        ]
+    )
+)
 
 
 def tokens(text: str) -> list[Token]:
@@ -181,51 +107,23 @@ def tokens(text: str) -> list[Token]:
     text is no CEL."""
     out: list[Token] = []
     i, n = 0, len(text)
+    match = _TOKEN.match
     while i < n:
-        c = text[i]
-        if c in _WHITESPACE:
-            i += 1
-            continue
-        if text.startswith("//", i):
-            end = text.find("\n", i)
-            i = n if end < 0 else end + 1
-            continue
-        start = i
-        # String and byte literals: [bB]? [rR]? quote, or [rR] [bB]? is not CEL.
-        k = i
-        is_bytes = text[k] in "bB" and k + 1 < n
-        if is_bytes:
-            k += 1
-        raw = k < n and text[k] in "rR"
-        if raw:
-            k += 1
-        if k < n and text[k] in "\"'" and (is_bytes or raw or k == i):
-            end = _string_end(text, k, raw)
+        m = match(text, i)
+        if m is None:
+            raise CostError(f"unexpected character {text[i]!r} at {i}")
+        kind = m.lastgroup
+        j = m.end()
+        if kind == "str":
+            t = m.group()
+            body = t.lstrip("bBrR")
+            quotes = 6 if body[:3] in (_TRIPLE_D, _TRIPLE_S) and len(body) >= 6 else 2
             # Escapes only shorten what the quotes hold.
-            body = end - k - (6 if end - k >= 6 and text.startswith(text[k] * 3, k) else 2)
-            kind = "bytes" if is_bytes else "str"
-            out.append(Token(kind, text[start:end], start, end, max(body, 0)))
-            i = end
-            continue
-        if _is_letter(c):
-            j = i + 1
-            while j < n and (_is_letter(text[j]) or text[j].isdigit()):
-                j += 1
-            out.append(Token("id", text[i:j], i, j))
-            i = j
-            continue
-        if c.isdigit() or (c == "." and text[i + 1 : i + 2].isdigit()):
-            j = _number_end(text, i)
-            out.append(Token("num", text[i:j], i, j))
-            i = j
-            continue
-        for op in _OPS:
-            if text.startswith(op, i):
-                out.append(Token("op", op, i, i + len(op)))
-                i += len(op)
-                break
-        else:
-            raise CostError(f"unexpected character {c!r} at {i}")
+            kind = "bytes" if t[0] in "bB" else "str"
+            out.append(Token(kind, t, i, j, len(body) - quotes))
+        elif kind != "skip":
+            out.append(Token(str(kind), m.group(), i, j))
+        i = j
     out.append(Token("end", "", n, n))
     return out
 
