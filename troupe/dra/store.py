@@ -146,7 +146,7 @@ class DeviceStore:
         self._uses: dict[str, int] = {}  # expression -> held objects whose selector it is
         self._unowned: dict[str, None] = {}  # expressions judged that none uses, oldest first
         # Expressions whose verdicts went, whose request keys `_matching` and
-        # `_node_matches` may still hold (dropped in batches: see `_recount`).
+        # `_node_matches` may still hold (dropped in batches: see `_forget`).
         self._dead: set[str] = set()
         self.listeners: list[Callable[[], None]] = []
         self._rules: dict[str, DeviceTaintRule] = {}
