@@ -198,3 +198,15 @@ def test_an_attribute_of_a_missing_domain_is_no_such_key() -> None:
 def test_the_engine_is_loaded_without_the_packages_command_line_front_end() -> None:
     compile_selector("true")
     assert "rich" not in sys.modules and "typer" not in sys.modules
+
+
+def test_domain_lookups_nested_in_their_keys_are_refused_past_a_few() -> None:
+    # Each lookup is evaluated as `K in M ? M[K] : {}`, its key written twice.
+    expr = 'device.attributes["gpu.example.com"].model'
+    for _ in range(3):
+        expr = f"device.attributes[{expr}].model"
+    compile_selector(f'{expr} == ""')  # three levels: fine
+    for _ in range(3):
+        expr = f"device.attributes[{expr}].model"
+    with pytest.raises(CelError, match=r"cannot estimate the cost.*nested too deeply"):
+        compile_selector(f'{expr} == ""')

@@ -48,6 +48,8 @@ VALUE_MAX: Final = 64  # DeviceAttributeMaxValueLength
 # How deeply groups (parentheses, lists, maps, calls) may nest; the
 # interpreter refuses less than 100 parentheses.
 NESTING_MAX: Final = 100
+# How deeply a domain lookup may be nested in another's key (`with_empty_domains`).
+LOOKUPS_NESTED_MAX: Final = 4
 # Our functions are Python: each call converts its arguments, a few microseconds.
 PYTHON_CALL: Final = 20
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
@@ -790,14 +792,17 @@ def with_empty_domains(text: str, root: Node) -> str:
     if not sites:
         return text
 
-    def render(start: int, end: int, inner: list[Index]) -> str:
+    def render(start: int, end: int, inner: list[Index], depth: int) -> str:
+        if depth > LOOKUPS_NESTED_MAX:
+            # each level writes its key twice: the text would double per level
+            raise CostError("domain lookups nested too deeply in their keys")
         out: list[str] = []
         pos, i = start, 0
         while i < len(inner):
             site = inner[i]
             nested = [s for s in inner[i + 1 :] if s.start < site.end]
             base = text[site.operand.start : site.operand.end]
-            key = render(site.key.start, site.key.end, nested)
+            key = render(site.key.start, site.key.end, nested, depth + 1)
             out.append(text[pos : site.start])
             out.append(f"(({key}) in {base} ? {base}[{key}] : {{}})")
             pos = site.end
@@ -805,4 +810,4 @@ def with_empty_domains(text: str, root: Node) -> str:
         out.append(text[pos:end])
         return "".join(out)
 
-    return render(0, len(text), sites)
+    return render(0, len(text), sites, 0)
