@@ -210,3 +210,20 @@ def test_domain_lookups_nested_in_their_keys_are_refused_past_a_few() -> None:
         expr = f"device.attributes[{expr}].model"
     with pytest.raises(CelError, match=r"cannot estimate the cost.*nested too deeply"):
         compile_selector(f'{expr} == ""')
+
+
+def test_a_device_past_kubes_sizes_is_judged_by_its_own() -> None:
+    # Costs are estimated for the devices kube admits (32 attributes a
+    # domain); a device published past that (the API server refuses it, a
+    # lenient one may not) gets kube's runtime error rather than a long
+    # evaluation.
+    gpu = 'device.attributes["gpu.example.com"]'
+    sel = compile_selector(f'{gpu}.all(a, {gpu}.all(b, a != "" || b != ""))')
+
+    def env(n: int) -> DeviceEnv:
+        attrs: dict[str, object] = {f"gpu.example.com/a{i}": i for i in range(n)}
+        return DeviceEnv(Device(DeviceID("gpu.example.com", "pool", "gpu-0"), attrs, {}))
+
+    assert sel.matches(env(32)) is True
+    with pytest.raises(CelError, match=r"^CEL runtime error: operation cancelled: actual cost"):
+        sel.matches(env(400))

@@ -31,7 +31,10 @@ evaluation (the interpreter cannot stop one): `celcost` parses the
 expression and estimates its worst cost on any device kube admits, against
 kube's limit of 1 000 000 per expression (`CELSelectorExpressionMaxCost`);
 over it, the selector is refused with kube's words ("too complex, exceeds
-cost limit"), as is one whose cost cannot be estimated.
+cost limit"), as is one whose cost cannot be estimated. A device holding more
+than kube admits (more attributes, longer strings) has the cost estimated
+again for its sizes; over the limit, evaluating on it fails with cel-go's
+runtime error ("operation cancelled: actual cost limit exceeded").
 
 Compiled selectors (and the errors of those that do not compile) are kept
 for the 4096 expressions used last (COMPILED_MAX): a bounded cache, and a
@@ -316,6 +319,11 @@ class Selector:
     def matches(self, device: DeviceEnv) -> bool:
         """Whether the device is selected; CelError if the expression fails on
         it or does not give a boolean."""
+        if device.bounds is not None and _cost_on(self.expression, device.bounds) > COST_LIMIT:
+            # A device past what kube admits: the estimate made for kube's
+            # devices does not hold for it (cel-go would stop the evaluation
+            # with this error).
+            raise CelError("CEL runtime error: operation cancelled: actual cost limit exceeded")
         try:
             out = self.program.execute(device.context)
         except KeyError as e:
@@ -332,11 +340,14 @@ class Selector:
 class DeviceEnv:
     """A device as selectors see it, built once per published device."""
 
-    __slots__ = ("_context", "variable")
+    __slots__ = ("_context", "bounds", "variable")
 
     def __init__(self, device: Device) -> None:
         self.variable = device_variable(device, device.id.driver)
         self._context: Any = None
+        # What the device holds, when it is more than kube admits (None: the
+        # usual case, within what selectors' costs were estimated for).
+        self.bounds = _bounds(self.variable)
 
     @property
     def context(self) -> Any:
@@ -345,6 +356,41 @@ class DeviceEnv:
                 variables={"device": self.variable}, functions=FUNCTIONS
             )
         return self._context
+
+
+def _bounds(variable: Mapping[str, Any]) -> celcost.DeviceBounds | None:
+    maps: list[Mapping[str, Any]] = [variable["attributes"], variable["capacity"]]
+    inner = [m for outer in maps for m in outer.values()]
+    names = [len(k) for outer in maps for k in outer] + [len(k) for m in inner for k in m]
+    values = [
+        len(v) if isinstance(v, str) else len(str(next(iter(v.values()))))
+        for m in inner
+        for v in m.values()
+        if isinstance(v, (str, Mapping))
+    ]
+    kube = celcost.KUBE_BOUNDS
+    got = celcost.DeviceBounds(
+        domains=max(len(m) for m in maps),
+        per_domain=max((len(m) for m in inner), default=0),
+        name=max(names, default=0),
+        value=max(values, default=0),
+        driver=len(variable["driver"]),
+    )
+    if got.within(kube):
+        return None
+    return celcost.DeviceBounds(
+        max(got.domains, kube.domains),
+        max(got.per_domain, kube.per_domain),
+        max(got.name, kube.name),
+        max(got.value, kube.value),
+        max(got.driver, kube.driver),
+    )
+
+
+@lru_cache(maxsize=256)
+def _cost_on(expr: str, bounds: celcost.DeviceBounds) -> int:
+    """The expression's cost on devices within `bounds` (past kube's)."""
+    return celcost.estimate(celcost.parse(expr), bounds)
 
 
 def _first_line(e: BaseException) -> str:

@@ -533,13 +533,39 @@ def _total(s: Size | None) -> int:
     return s.n * inner
 
 
-def _device() -> Size:
+@dataclass(frozen=True, slots=True)
+class DeviceBounds:
+    """The most a device holds: kube's declared maxima, or more for a device
+    published past them (the API server refuses such a slice; a test or a
+    lenient server may not)."""
+
+    domains: int = PER_DEVICE_MAX
+    per_domain: int = PER_DEVICE_MAX
+    name: int = max(DOMAIN_MAX, ID_MAX)  # a domain's or an attribute's name
+    value: int = VALUE_MAX
+    driver: int = DRIVER_MAX
+
+    def within(self, kube: DeviceBounds) -> bool:
+        return (
+            self.domains <= kube.domains
+            and self.per_domain <= kube.per_domain
+            and self.name <= kube.name
+            and self.value <= kube.value
+            and self.driver <= kube.driver
+        )
+
+
+KUBE_BOUNDS: Final = DeviceBounds()
+
+
+def device_size(b: DeviceBounds = KUBE_BOUNDS) -> Size:
+    """The size of `device` for a device within the bounds."""
     # A version is a map of one tagged string, a quantity too: as long as a
     # string of their text and the tag.
-    attribute = Size(VALUE_MAX + len("__semver__"))
-    quantity = Size(VALUE_MAX + len("__quantity__"))
-    attrs = Size(PER_DEVICE_MAX, Size(DOMAIN_MAX), Size(PER_DEVICE_MAX, Size(ID_MAX), attribute))
-    caps = Size(PER_DEVICE_MAX, Size(DOMAIN_MAX), Size(PER_DEVICE_MAX, Size(ID_MAX), quantity))
+    attribute = Size(b.value + len("__semver__"))
+    quantity = Size(b.value + len("__quantity__"))
+    attrs = Size(b.domains, Size(b.name), Size(b.per_domain, Size(b.name), attribute))
+    caps = Size(b.domains, Size(b.name), Size(b.per_domain, Size(b.name), quantity))
     return Size(
         4,
         Size(len("allowMultipleAllocations")),
@@ -547,12 +573,12 @@ def _device() -> Size:
             ("allowMultipleAllocations", SCALAR),
             ("attributes", attrs),
             ("capacity", caps),
-            ("driver", Size(DRIVER_MAX)),
+            ("driver", Size(b.driver)),
         ),
     )
 
 
-DEVICE: Final = _device()
+DEVICE: Final = device_size()
 # Our functions are Python: a call converts its arguments (microseconds).
 _PYTHON: Final = frozenset(
     {
@@ -631,7 +657,8 @@ class _Estimator:
     """Post-order over the tree with an explicit stack (long chains of
     operators nest the tree deeply)."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: Size) -> None:
+        self.device = device
         self.done: dict[int, tuple[int, Size]] = {}
         self.scopes: list[dict[str, Size]] = []
 
@@ -665,7 +692,7 @@ class _Estimator:
         for scope in reversed(self.scopes):
             if name in scope:
                 return scope[name]
-        return DEVICE if name == "device" else SCALAR
+        return self.device if name == "device" else SCALAR
 
     def node(self, n: Node) -> tuple[int, Size]:
         if isinstance(n, Lit):
@@ -755,11 +782,12 @@ class _Estimator:
         return cost, out
 
 
-def estimate(root: Node) -> int:
-    """The most evaluating the expression on one device can cost, in steps of
-    the interpreter (kube's cost units, roughly)."""
+def estimate(root: Node, bounds: DeviceBounds = KUBE_BOUNDS) -> int:
+    """The most evaluating the expression on one device within `bounds` can
+    cost, in steps of the interpreter (kube's cost units, roughly)."""
+    device = DEVICE if bounds is KUBE_BOUNDS else device_size(bounds)
     try:
-        return _Estimator().run(root)[0]
+        return _Estimator(device).run(root)[0]
     except RecursionError:
         raise CostError("expression nested too deeply") from None
 
