@@ -2,7 +2,8 @@
 (k8s.io/dynamic-resource-allocation/structured, allocator_testing.go), case by
 case under their upstream names (`upstream:` ids). Ported: the cases of the
 GA features (ExactCount and All, admin access, prioritized lists, node-local
-and network-attached slices, matchAttribute). Partitionable devices,
+and network-attached slices, matchAttribute, the limit of 32 devices a claim)
+and of device taints. Partitionable devices,
 consumable capacity, distinctAttribute, bindsToNode and binding conditions
 are in test_dra_allocator_upstream_partitionable.py; not ported: the
 feature-gate-off cases."""
