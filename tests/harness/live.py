@@ -24,6 +24,8 @@ bounded: a run that does not settle within `timeout` ends all the same, with
 from __future__ import annotations
 
 import copy
+import signal
+import subprocess
 import threading
 import time
 import traceback
@@ -308,7 +310,7 @@ def run_live(
     seed: int = 0,
     kill_leader: bool = False,
     timeout: float = 90.0,
-    quiet: float = 2.5,
+    quiet: float = 2.0,
     simulated: Mapping[str, int] | None = None,
 ) -> LiveRun:
     """Run `scenario` live under `profile`; the final state once settled (or at `timeout`)."""
@@ -354,9 +356,7 @@ def run_live(
             try:
                 controllers.stop()
             finally:
-                for t in replicas:
-                    if t.running:
-                        t.stop()
+                stop_all(replicas)
         state = FinalState(
             scenario,
             {p: api.objects(p) for p in PLURALS},
@@ -374,6 +374,18 @@ def run_live(
         controllers.errors,
         {t.identity: t.log_path for t in replicas},
     )
+
+
+def stop_all(replicas: list[Troupe], timeout: float = 30.0) -> None:
+    """SIGTERM to every replica at once, then wait for each (SIGKILL past `timeout`)."""
+    running = [t for t in replicas if t.proc is not None and t.running]
+    for t in running:
+        t.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+    for t in running:
+        try:
+            t.wait(timeout)
+        except subprocess.TimeoutExpired:
+            t.kill()
 
 
 def _kill_leader(api: ApiServer, replicas: list[Troupe]) -> str | None:

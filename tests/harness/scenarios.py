@@ -270,6 +270,24 @@ def gangs_topology() -> Scenario:
     )
 
 
+def seventeen_racks() -> Scenario:
+    """17 racks of two 4-CPU nodes; the first 16 are tainted, so the gang (two
+    members of 2 CPUs, one rack required) fits only in rack 17. It waited
+    forever when only the first `topologyDomainsPerCycle` (16) domains in
+    predicted order were ever tried, the prediction blind to taints."""
+    setup: list[dict[str, Any]] = []
+    for r in range(17):
+        for j in range(2):
+            n = make_node(f"rack{r:02d}-{j}").capacity(cpu=4, memory="16Gi", pods=110)
+            n = n.label("troupe.dev/rack", f"rack{r:02d}")
+            if r < 16:
+                n = n.taint("maintenance", "true")
+            setup.append(n.obj())
+    setup.append(pod_group("ring", 2, **{"troupe.dev/topology-required": "troupe.dev/rack"}))
+    arrivals = tuple(pod(f"ring-{i}", "2").group("ring").obj() for i in range(2))
+    return Scenario("seventeen-racks", tuple(setup), arrivals, expect={"ring": 2})
+
+
 # Scenarios read from tests/fixtures ----------------------------------------------------
 
 
@@ -309,6 +327,7 @@ BUILT: Final[dict[str, Callable[[], Scenario]]] = {
     "gang-preemption-devices": gang_preemption_devices,
     "shared-claims": shared_claims,
     "gangs-topology": gangs_topology,
+    "seventeen-racks": seventeen_racks,
 }
 # Fixtures whose outcome does not depend on which pod of a class came first.
 FIXTURE_SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {

@@ -42,15 +42,21 @@ REGRESSIONS = [
     pytest.param(
         Case("gang-preemption-devices", "writes-50ms"), id="gang-preemption-counts-devices"
     ),
+    # Topology: only the first topologyDomainsPerCycle (16) domains in predicted
+    # order were ever tried, the prediction blind to taints: with rack 17 the only
+    # one that fits, the gang waited forever.
+    pytest.param(Case("seventeen-racks", "writes-50ms"), id="every-topology-domain-is-tried"),
 ]
 
 SHORT = [
-    pytest.param(Case("gpu-rush", "jitter", kill_leader=True, seed=1), id="gpu-rush-jitter-kill"),
     pytest.param(
         Case("gangs-topology", "bunched-watches", kill_leader=True, seed=2),
         id="gangs-topology-bunched-kill",
     ),
-    pytest.param(Case("shared-claims", "conflicts", seed=3), id="shared-claims-conflicts"),
+    pytest.param(
+        Case("shared-claims", "conflicts", kill_leader=True, seed=3),
+        id="shared-claims-conflicts-kill",
+    ),
 ]
 
 
