@@ -20,6 +20,7 @@ from tests.unit.dra_helpers import (
     run,
     slice_,
 )
+from troupe.dra import allocator
 from troupe.dra.allocator import ALLOCATION_RESULTS_MAX, AllocationError, allocate
 from troupe.dra.store import DeviceStore
 from troupe.dra.types import parse_dra_object
@@ -104,14 +105,26 @@ def test_32_devices_with_a_constraint_across_40_are_found_behind_8_of_another_va
     assert got_devices(store, c) == [f"gpu-{i}" for i in range(8, 40)]
 
 
-def test_a_search_with_no_solution_ends_within_the_step_bound() -> None:
-    # 16 devices of one numa node out of 40 spread over three: no solution, and
-    # the subsets to rule out are far more than the bound lets the search try.
+def test_a_search_with_no_solution_ends_within_the_step_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 17 devices of one numa node out of 48 spread over three (16 each): no
+    # solution, and ruling out every choice takes ~97 000 devices tried.
     store = store_with(
         device_class(),
-        slice_("s", *(device(f"gpu-{i}", numa=i % 3) for i in range(40)), node="n0"),
+        slice_("s", *(device(f"gpu-{i}", numa=i % 3) for i in range(48)), node="n0"),
     )
-    assert got_devices(store, claim_of(request("gpu", 16), constraints=NUMA)) is None
+    tried = 0
+    take = allocator._try
+
+    def counting(*args: Any) -> Any:
+        nonlocal tried
+        tried += 1
+        return take(*args)
+
+    monkeypatch.setattr(allocator, "_try", counting)
+    assert got_devices(store, claim_of(request("gpu", 17), constraints=NUMA)) is None
+    assert tried == allocator.MAX_STEPS
 
 
 def test_all_devices_are_every_device_selected_a_tainted_one_rules_the_node_out() -> None:
