@@ -408,21 +408,31 @@ def compile_selector(expr: str) -> Selector:
 
 @lru_cache(maxsize=COMPILED_MAX)
 def _compiled(expr: str) -> Selector | CelError:
+    """Parsed here first (for the cost, and the rewriting of domain lookups),
+    then compiled by the interpreter once, as rewritten; the text as written is
+    compiled only to give a syntax error in the interpreter's words."""
     engine = _engine()
     try:
-        program = engine.compile(expr)
-    except Exception as e:
-        text = str(e).strip()
-        text = text.removeprefix(f"Failed to parse expression '{expr}': ")
-        return CelError(f"CEL compile error: {' '.join(text.split())}")
-    try:
         root = celcost.parse(expr)
+        rewritten = celcost.with_empty_domains(expr, root)
+        program = engine.compile(rewritten)
+    except Exception as e:
+        try:
+            engine.compile(expr)
+        except Exception as syntax:
+            text = str(syntax).strip()
+            text = text.removeprefix(f"Failed to parse expression '{expr}': ")
+            return CelError(f"CEL compile error: {' '.join(text.split())}")
+        if isinstance(e, celcost.CostError):
+            return CelError(f"CEL compile error: cannot estimate the cost of the expression: {e}")
+        # the rewritten text does not compile: a bug of the rewriting, never a crash
+        return CelError(f"CEL compile error: internal error: {_first_line(e)}")
+    try:
         if celcost.references(root) != _references(program):
             # This parser read the text otherwise than the interpreter: the
             # estimate would be of another expression.
             raise celcost.CostError("the expression could not be analysed")
         cost = celcost.estimate(root)
-        rewritten = celcost.with_empty_domains(expr, root)
     except celcost.CostError as e:
         return CelError(f"CEL compile error: cannot estimate the cost of the expression: {e}")
     if cost > COST_LIMIT:
@@ -430,11 +440,6 @@ def _compiled(expr: str) -> Selector | CelError:
             f"CEL compile error: too complex, exceeds cost limit "
             f"(estimated cost {cost}, limit {COST_LIMIT})"
         )
-    if rewritten != expr:
-        try:
-            program = engine.compile(rewritten)
-        except Exception as e:  # a bug of the rewriting: say so, never crash
-            return CelError(f"CEL compile error: internal error: {_first_line(e)}")
     return Selector(expr, program, cost)
 
 
