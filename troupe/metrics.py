@@ -435,6 +435,7 @@ class Metrics:
             await runner.cleanup()
             why = os.strerror(e.errno).lower() if e.errno else str(e)
             raise ServeError(f"cannot serve on {address(host, port)}: {why}") from None
+        log.info("serving securely on %s", address(host, port))  # kube-scheduler's line
         return runner.cleanup
 
 
