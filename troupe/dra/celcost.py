@@ -18,8 +18,10 @@ evaluation, over a syntax tree this module parses itself:
   theirs, `device` gives kube's declared maxima (32 domains of 32 attributes,
   values of at most 64 characters, domains of 63), comprehensions (`all`,
   `exists`, `exists_one`, `map`, `filter`) multiply their body's cost by the
-  size of their range, and functions that build strings or lists (`+`,
-  `replace`, `split`, `join`, `map`) give results as large as they can be.
+  size of their range, functions that build strings or lists (`+`,
+  `replace`, `split`, `join`, `map`) give results as large as they can be,
+  and `matches` costs what compiling its pattern does (the interpreter
+  compiles it at every call): its counted repetitions expanded.
 
 The tree must name the same variables and functions the interpreter's own
 parser reports for the expression; if they differ (this parser read
@@ -52,6 +54,13 @@ NESTING_MAX: Final = 100
 LOOKUPS_NESTED_MAX: Final = 4
 # Our functions are Python: each call converts its arguments, a few microseconds.
 PYTHON_CALL: Final = 20
+# What compiling a regular expression costs (`matches` compiles its pattern at
+# every call) per state of the expanded pattern (measured: `(a{1000}){100}`
+# takes 55 ms, about as long as 400 000 units of comprehension steps), and
+# for a pattern not written in the expression (it may expand up to the
+# regex engine's size limit).
+REGEX_UNIT: Final = 4
+REGEX_UNKNOWN: Final = 100_000
 MACROS: Final = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 
@@ -144,6 +153,9 @@ class Lit(Node):
     kind: str  # "str", "bytes", "num", "bool", "null"
     size: int = 1
     value: str | None = None  # a plain string literal's text (no escapes, not raw)
+    # A string literal as written, unless an escape in it may stand for any
+    # character (\x, \u, \U, octal): what its regular expression holds.
+    text: str | None = None
 
 
 @dataclass(slots=True)
@@ -402,7 +414,9 @@ class _Parser:
             plain = t.kind == "str" and t.text[:1] in "\"'" and "\\" not in t.text
             triple = t.text[:3] in ('"""', "'''")
             value = t.text[1:-1] if plain and not triple else None
-            return Lit(t.start, t.end, t.kind, t.size, value)
+            raw = t.text[:1] in "rR"
+            written = t.text if raw or not _ANY_CHAR_ESCAPE.search(t.text) else None
+            return Lit(t.start, t.end, t.kind, t.size, value, written if t.kind == "str" else None)
         if t.kind == "num":
             return Lit(t.start, t.end, "num")
         if t.kind == "id":
@@ -778,8 +792,55 @@ class _Estimator:
         out = _result(n.name, sizes)
         cost += _walk_cost(*sizes, out) + (PYTHON_CALL if n.name in _PYTHON else 0)
         if n.name == "matches" and len(sizes) == 2:
-            cost += sizes[0].n * sizes[1].n // 10 + sizes[1].n
+            # The interpreter compiles the pattern at every call: what that
+            # costs is the pattern with its counted repetitions expanded.
+            pattern = n.args[-1]
+            weight = (
+                regex_weight(pattern.text)
+                if isinstance(pattern, Lit) and pattern.text is not None
+                else REGEX_UNKNOWN
+            )
+            cost += REGEX_UNIT * weight + sizes[0].n
         return cost, out
+
+
+_ANY_CHAR_ESCAPE: Final = re.compile(r"\\(?:[xXuU]|[0-3])")
+_COUNTED: Final = re.compile(r"\{(\d+)(?:,(\d*))?\}")
+
+
+def regex_weight(pattern: str) -> int:
+    """How many states a pattern (as written in a string literal, escapes
+    included: an upper bound) has once its counted repetitions (`x{n}`,
+    `x{n,m}`) are expanded, groups nested."""
+    groups: list[list[int]] = [[]]
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        m = _COUNTED.match(pattern, i) if c == "{" else None
+        if m is not None:
+            count = int(m.group(2)) if m.group(2) else int(m.group(1))
+            items = groups[-1]
+            last = items.pop() if items else 1
+            items.append(last * max(count, 1))
+            i = m.end()
+        elif c == "(":
+            groups.append([])
+            i += 1
+        elif c == ")" and len(groups) > 1:
+            inner = groups.pop()
+            groups[-1].append(max(sum(inner), 1))
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2)
+            groups[-1].append(1)
+            i = n if j < 0 else j + 1
+        else:
+            groups[-1].append(1)
+            i += 2 if c == "\\" else 1
+    while len(groups) > 1:
+        inner = groups.pop()
+        groups[-1].append(max(sum(inner), 1))
+    return max(sum(groups[0]), 1)
 
 
 def estimate(root: Node, bounds: DeviceBounds = KUBE_BOUNDS) -> int:
