@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 
+from tests.unit.dra_helpers import device, device_class, node, pod, request, run, slice_, template
 from troupe.dra.cel import (
     COMPILED_MAX,
     COST_LIMIT,
@@ -233,3 +234,27 @@ def test_a_device_past_kubes_sizes_is_judged_by_its_own() -> None:
     assert sel.matches(env(32)) is True
     with pytest.raises(CelError, match=r"^CEL runtime error: operation cancelled: actual cost"):
         sel.matches(env(400))
+
+
+def test_a_pod_whose_selector_hides_a_costly_one_waits_and_says_why() -> None:
+    # Live, such a claim held the scheduling loop until the leader lost its
+    # Lease; it is refused before any evaluation, and the other pod is placed.
+    hidden = 'device.driver == "a\\"" || ' + _NESTED + ' || "\\"" == ""'
+    _, result = run(
+        [
+            node("n0"),
+            device_class(),
+            slice_("n0-gpus", device("gpu-0"), device("gpu-1"), node="n0"),
+            template("costly", request("gpu", None, hidden)),
+            template("plain", request("gpu")),
+            pod("costly", template="costly"),
+            pod("plain", template="plain"),
+        ]
+    )
+    pods = result.to_json_obj()["pods"]
+    assert pods["default/plain"]["node"] == "n0"
+    assert pods["default/costly"]["node"] is None
+    assert (
+        "selector #0: CEL compile error: too complex, exceeds cost limit"
+        in (pods["default/costly"]["reason"])
+    )
