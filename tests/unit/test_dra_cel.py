@@ -110,6 +110,12 @@ _NESTED = f"{_LIST}.all(a, {_LIST}.all(b, {_LIST}.all(c, a + b + c >= 0)))"
         pytest.param(
             _LIST + '.all(x, "aaaa".matches("(a{100}){100}") || true)', id="costly-pattern"
         ),
+        # Lists of maps of lists, 300 levels: the size of each level names the
+        # one before twice (walking sizes as trees took 31 s at 22 levels).
+        pytest.param(
+            "[1]" + "".join(f".map(v{i}, {{v{i}: [v{i}]}})" for i in range(300)) + ".size() > 0",
+            id="sizes-sharing-parts",
+        ),
         # Strings grow without a comprehension: ten characters made ten times
         # longer, nine times over, are ten gigabytes.
         pytest.param(

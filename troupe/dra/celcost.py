@@ -502,49 +502,72 @@ def references(root: Node) -> tuple[frozenset[str], frozenset[str]]:
 # ---- sizes and costs ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+# Sizes and costs past this are all "too much": capping them keeps the numbers
+# small (the limit is 10**6).
+CAP: Final = 10**15
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Size:
     """The largest a value can be: `n` characters (strings, bytes), elements
     (lists) or entries (maps), 1 for scalars; `item` what iterating over it
     gives (list elements, map keys), `value` what indexing gives; `fields`
-    the fields of an object (`device`)."""
+    the fields of an object (`device`); `total` how many characters and
+    scalars it holds in all (what copying or comparing it walks).
+
+    Sizes share parts (a comprehension's result holds its range's), so they
+    are compared by identity and their totals computed once, when made:
+    walking them as trees could take exponential time."""
 
     n: int = 1
     item: Size | None = None
     value: Size | None = None
     fields: tuple[tuple[str, Size], ...] = ()
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        n = min(self.n, CAP)
+        if self.fields:
+            total = sum(v.total for _, v in self.fields)
+        elif self.item is None and self.value is None:
+            total = n
+        else:
+            inner = _total(self.value) + (_total(self.item) if self.item is not self.value else 0)
+            total = n * inner
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "total", min(total, CAP))
 
 
 SCALAR: Final = Size()
 
 
-def _merge(a: Size | None, b: Size | None) -> Size | None:
+def _merge(
+    a: Size | None, b: Size | None, seen: dict[tuple[int, int], Size] | None = None
+) -> Size | None:
+    """The larger of two sizes, part by part."""
     if a is None or b is None:
         return a if b is None else b
-    if a == b:
+    if a is b:
         return a
-    fields = dict(a.fields)
-    for k, v in b.fields:
-        fields[k] = _merge(fields.get(k), v) or v
-    return Size(
-        max(a.n, b.n),
-        _merge(a.item, b.item),
-        _merge(a.value, b.value),
-        tuple(sorted(fields.items())),
-    )
+    seen = {} if seen is None else seen
+    key = (id(a), id(b))
+    got = seen.get(key)
+    if got is None:
+        fields = dict(a.fields)
+        for k, v in b.fields:
+            fields[k] = _merge(fields.get(k), v, seen) or v
+        got = Size(
+            max(a.n, b.n),
+            _merge(a.item, b.item, seen),
+            _merge(a.value, b.value, seen),
+            tuple(sorted(fields.items())),
+        )
+        seen[key] = got
+    return got
 
 
 def _total(s: Size | None) -> int:
-    """How many characters and scalars the value holds at most (what copying
-    or comparing it walks)."""
-    if s is None:
-        return 1
-    if s.fields:
-        return sum(_total(v) for _, v in s.fields)
-    if s.item is None and s.value is None:
-        return s.n
-    inner = _total(s.value) + (_total(s.item) if s.item != s.value else 0)
-    return s.n * inner
+    return 1 if s is None else s.total
 
 
 @dataclass(frozen=True, slots=True)
@@ -696,7 +719,8 @@ class _Estimator:
             elif step == 3:
                 self.scopes.pop()
             else:
-                self.done[id(n)] = self.node(n)
+                cost, size = self.node(n)
+                self.done[id(n)] = (min(cost, CAP), size)
         return self.done[id(root)]
 
     def of(self, n: Node) -> tuple[int, Size]:
@@ -758,7 +782,7 @@ class _Estimator:
         cr, sr = self.of(n.right)
         cost = cl + cr + 1
         if n.op == "+":
-            if sl == SCALAR and sr == SCALAR:
+            if sl is SCALAR and sr is SCALAR:
                 return cost, SCALAR
             item = _merge(sl.item, sr.item)
             value = _merge(sl.value, sr.value)
