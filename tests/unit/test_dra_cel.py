@@ -264,3 +264,8 @@ def test_a_pod_whose_selector_hides_a_costly_one_waits_and_says_why() -> None:
         "selector #0: CEL compile error: too complex, exceeds cost limit"
         in (pods["default/costly"]["reason"])
     )
+
+
+def test_a_pattern_repeated_past_what_int_reads_is_refused_not_a_crash() -> None:
+    with pytest.raises(CelError, match="too complex, exceeds cost limit"):
+        compile_selector('"a".matches("a{' + "9" * 5000 + '}")')

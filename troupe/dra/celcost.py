@@ -842,7 +842,8 @@ def regex_weight(pattern: str) -> int:
         c = pattern[i]
         m = _COUNTED.match(pattern, i) if c == "{" else None
         if m is not None:
-            count = int(m.group(2)) if m.group(2) else int(m.group(1))
+            digits = m.group(2) or m.group(1)
+            count = int(digits) if len(digits) <= 9 else CAP  # int() refuses 4300 digits
             items = groups[-1]
             last = items.pop() if items else 1
             items.append(last * max(count, 1))
