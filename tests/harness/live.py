@@ -263,6 +263,20 @@ def _strip(obj: Mapping[str, Any]) -> dict[str, Any]:
     return o
 
 
+def admitted(api: ApiServer, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object to create, as kube's Priority admission plugin passes a pod: its
+    priorityClassName's value in spec.priority (the embedded API server has no
+    admission; without it every such pod would have priority 0)."""
+    body = _strip(obj)
+    spec = body.get("spec") or {}
+    name = spec.get("priorityClassName")
+    if body.get("kind") == "Pod" and name and "priority" not in spec:
+        pc = api.get("priorityclasses", None, str(name))
+        if pc is not None:
+            spec["priority"] = int(pc.get("value") or 0)
+    return body
+
+
 def load_setup(api: ApiServer, scenario: Scenario) -> None:
     """The scenario's setup into the API: pods before the claims they hold (whose
     reservedFor then names the pods' new uids)."""
@@ -270,7 +284,7 @@ def load_setup(api: ApiServer, scenario: Scenario) -> None:
     order = {"Pod": 1, "ResourceClaim": 2}
     uids: dict[str, str] = {}
     for o in sorted(objects, key=lambda o: order.get(str(o.get("kind")), 0)):
-        body = _strip(o)
+        body = admitted(api, o)
         if o.get("kind") == "ResourceClaim":
             for r in (body.get("status") or {}).get("reservedFor") or []:
                 r["uid"] = uids.get(str(r.get("uid")), r.get("uid"))
@@ -337,7 +351,7 @@ def run_live(
             half = len(pods) // 2
             made = 0
             for o in scenario.arrivals:
-                api.create(_strip(o))
+                api.create(admitted(api, o))
                 if o.get("kind") != "Pod":
                     continue
                 made += 1
