@@ -89,17 +89,21 @@ def holder(api: ApiServer) -> str | None:
     return None if lease is None else (lease.get("spec") or {}).get("holderIdentity") or None
 
 
-def _cas(api: ApiServer, plural: str, body: Mapping[str, Any], subresource: str = "") -> bool:
-    """Update the object as `body` says if its resourceVersion is still body's."""
+def _cas(
+    api: ApiServer, plural: str, body: Mapping[str, Any], subresource: str = ""
+) -> float | None:
+    """Update the object as `body` says if its resourceVersion is still body's:
+    when it was written (on the server's loop, as its write log times writes),
+    or None if it was not."""
     res = api.store.resolve(plural)
     md = body["metadata"]
 
-    def write() -> bool:
+    def write() -> float | None:
         try:
             api.store.update(res, md.get("namespace"), md["name"], body, subresource)
         except ApiError:
-            return False
-        return True
+            return None
+        return time.time()
 
     return api._sync(write)
 
@@ -153,8 +157,9 @@ class Controllers:
             if now - first < self.driver_delay:
                 continue
             body = {"metadata": dict(md), "status": {**(c.get("status") or {}), "devices": devices}}
-            if _cas(self.api, "resourceclaims", body, "status"):
-                self.ready_at[key] = time.time()
+            written = _cas(self.api, "resourceclaims", body, "status")
+            if written is not None:
+                self.ready_at[key] = written
                 pending.discard(key)
         for key in set(self._seen) - pending:
             del self._seen[key]
@@ -174,7 +179,7 @@ class Controllers:
             else:
                 new_status.pop("allocation", None)
                 new_status.pop("devices", None)
-            if not _cas(self.api, "resourceclaims", {**c, "status": new_status}, "status"):
+            if _cas(self.api, "resourceclaims", {**c, "status": new_status}, "status") is None:
                 continue
             if not rest:
                 cur = self.api.get(
@@ -243,7 +248,7 @@ class Controllers:
             "metadata": md,
             "spec": {**claim["spec"], "volumeName": pv["metadata"]["name"]},
         }
-        if not _cas(self.api, "persistentvolumeclaims", body):
+        if _cas(self.api, "persistentvolumeclaims", body) is None:
             return
         cur = self.api.get("persistentvolumeclaims", md["namespace"], md["name"])
         if cur is not None:

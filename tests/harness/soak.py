@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -54,6 +55,8 @@ def main() -> int:
     combos = [(s, p) for s in scenarios for p in profiles]
     print(f"soak: {len(combos)} scenario x profile pairs, {budget:.0f}s, files in {root}")
     for seed in itertools.count():
+        # each round in its own order, so that a short soak still sees every scenario
+        random.Random(seed).shuffle(combos)
         for i, (name, prof) in enumerate(combos):
             if time.monotonic() >= deadline:
                 return _summary(runs, failed_runs, violated)
