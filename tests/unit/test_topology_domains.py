@@ -407,3 +407,23 @@ async def test_a_required_level_no_node_has_stays_unschedulable(native: bool) ->
         "no node has the label 'troupe.dev/row'"
     )
     assert h.skipped() == []
+
+
+async def test_what_is_kept_per_gang_goes_with_its_group() -> None:
+    # Three times over, 300 gangs that do not fit are each told their preferred
+    # level is skipped, then their PodGroups are deleted: what the group cycle
+    # keeps per gang is swept of gone groups as it grows (it holds at most
+    # twice what live gangs need), not kept for all 900.
+    h = Harness()
+    h.node("n0", None, cpu=1)
+    for r in range(3):
+        for g in range(300):
+            h.group(f"r{r}-g{g}", 1, required=None, preferred="troupe.dev/row")
+            h.member(f"r{r}-g{g}", 0, cpu="2")
+        await h.drain()
+        for key in list(h.cluster.pod_groups):
+            h.s.on_pod_group(h.cluster.pod_groups.pop(key), deleted=True)
+    assert len(h.skipped()) == 900
+    kept = list(h.s.groups._skipped)
+    assert len(kept) <= 600
+    assert not any(k.startswith("default/r0-") for k in kept)
