@@ -1,7 +1,8 @@
 """The binding cycle (kube-scheduler's bindingCycle in schedule_one.go): wait on
 Permit, PreBind, Bind, PostBind, as an asyncio task; any failure runs
-Unreserve, forgets the assumed pod and requeues it, except a pod that someone
-else bound (read back after a 409)."""
+Unreserve, forgets the assumed pod and requeues it, except a pod read back
+bound after a 409: bound where we bound it, the bind was ours (its answer was
+lost); bound elsewhere, someone else bound it and it is forgotten."""
 
 from __future__ import annotations
 
@@ -51,11 +52,14 @@ class BindingCycle:
         if st.is_success:
             st = await profile.run_bind(state, pod, node)
         if not st.is_success:
-            bound_elsewhere = isinstance(st.cause, BindConflict) and await self._bound_by_someone(
-                pod
-            )
-            self._failed(profile, state, qpi, node, st, bound_elsewhere)
-            return
+            where = await self._bound_to(pod) if isinstance(st.cause, BindConflict) else None
+            if where != node:
+                self._failed(profile, state, qpi, node, st, bound_elsewhere=where is not None)
+                return
+            # Bound where we bound it: our bind was made and its answer lost (a
+            # retried request answered 409). Undoing it would take the claims
+            # and volumes of a pod that runs.
+            log.info("bind of %s to %s answered a conflict, but it was made", pod.key, node)
         ctx.cache.finish_binding(pod.key)
         ctx.counters.scheduled += 1
         ctx.metrics.pod_scheduling_attempts.observe(qpi.attempts)
@@ -77,9 +81,10 @@ class BindingCycle:
             log.warning("could not record the Scheduled event of %s: %s", pod.key, e)
         await profile.run_post_bind(state, pod, node)
 
-    async def _bound_by_someone(self, pod: Pod) -> bool:
-        """After a 409 on bind: is this very pod (same uid) bound now? A 409 is
-        also what a pod deleted and re-created under the same name gets (the
+    async def _bound_to(self, pod: Pod) -> str | None:
+        """After a 409 on bind: the node this very pod (same uid) is bound to
+        now, if any (ours, when the bind was made but its answer lost). A 409
+        is also what a pod deleted and re-created under the same name gets (the
         binding's UID precondition fails); that pod must be scheduled, not
         forgotten. When the pod cannot be read, assume it is not bound: it is
         requeued, and the watch removes it from the queue if it is."""
@@ -87,11 +92,13 @@ class BindingCycle:
             cur = await self.ctx.client.read_pod(pod.key)
         except Exception as e:
             log.warning("could not read %s after a bind conflict: %s", pod.key, e)
-            return False
+            return None
         if cur is None:
-            return False
+            return None
         md, spec = as_mapping(cur.get("metadata")), as_mapping(cur.get("spec"))
-        return bool(spec.get("nodeName")) and (not pod.uid or md.get("uid") == pod.uid)
+        if pod.uid and md.get("uid") != pod.uid:
+            return None
+        return str(spec.get("nodeName") or "") or None
 
     def _failed(
         self,

@@ -242,3 +242,26 @@ def test_the_store_holds_an_assumed_claim_until_its_write_returns() -> None:
     store.assume(version(1, True, uid="u2"))
     store.set(version(1, True, uid="u2"), deleted=True)
     assert not store.in_use(gpu) and store.claim("default/c") is None
+
+
+def test_a_bind_made_but_answered_409_keeps_the_pods_claim() -> None:
+    """The bind is made, but its answer is a 409 (a retried request): the pod
+    read back is bound where Troupe bound it, so the bind was ours. Unreserve
+    took the claim back from a pod that runs (found by the live harness: 9 pods
+    bound on 8 GPUs, one bound with its claim deallocated)."""
+    from troupe.cluster import BindConflict
+
+    sim = Simulation([device_class(), *gpus(2), *gpu_pods(1)], default_config(IN_TREE))
+    bind = sim.cluster.bind
+
+    async def made_then_409(pod: Any, uid: str, node: Any) -> None:
+        await bind(pod, uid, node)
+        raise BindConflict(f"pod {pod} is already assigned to node {node!r}")
+
+    sim.cluster.bind = made_then_409  # type: ignore[method-assign]
+    result = asyncio.run(sim.run())
+    out = result.to_json_obj()["pods"]["default/p0"]
+    assert out["node"] in ("n0", "n1")
+    bound, allocated = check_devices(sim)
+    assert bound == 1 and allocated == 1
+    assert sim.scheduler.statistics().scheduled == 1

@@ -157,8 +157,8 @@ def test_bind_conflict_forgets_a_pod_bound_by_someone_else() -> None:
     async def go() -> None:
         key = add_pod(s, cluster, "p")
         cluster.fail_binds[key] = [BindConflict("already assigned")]
-        # Someone else bound this very pod (same uid) meanwhile.
-        cluster.pods[key]["spec"]["nodeName"] = "n001"
+        # Someone else bound this very pod (same uid) meanwhile, elsewhere.
+        cluster.pods[key]["spec"]["nodeName"] = "n-other"
         s.schedule_one()
         await s.settle()
         assert s.cache.pod(key) is None and not s.cache.is_assumed(key)
