@@ -28,6 +28,7 @@ class Case:
     profile: str
     kill_leader: bool = False
     seed: int = 0
+    faults: tuple[str, ...] = ()  # faults the run must have injected to show its case
 
 
 REGRESSIONS = [
@@ -46,6 +47,12 @@ REGRESSIONS = [
     # order were ever tried, the prediction blind to taints: with rack 17 the only
     # one that fits, the gang waited forever.
     pytest.param(Case("seventeen-racks", "writes-50ms"), id="every-topology-domain-is-tried"),
+    # A bind made but answered 409 (a retried request) ran Unreserve, which
+    # took the claim of the pod that was bound: 9 pods on 8 GPUs.
+    pytest.param(
+        Case("gpu-rush", "bind-conflicts", seed=1, faults=("bind-conflict",)),
+        id="a-bind-answered-409-keeps-its-claim",
+    ),
 ]
 
 SHORT = [
@@ -93,6 +100,8 @@ def run_case(case: Case, tmp_path: Path) -> None:
             for k, n in wrong_sim.items()
         ]
     assert run.settled and not violations and not run.controller_errors, report(run, violations)
+    for fault in case.faults:
+        assert run.injected[fault], f"no {fault} injected: {report(run, violations)}"
 
 
 @pytest.mark.parametrize("case", REGRESSIONS)
