@@ -68,6 +68,23 @@ def slice_(
     return {"apiVersion": API, "kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
 
 
+def gpus(node_name: str, n: int, **attrs: Any) -> dict[str, Any]:
+    """The slice of `node_name` with GPUs gpu-0 .. gpu-(n-1)."""
+    return slice_(
+        f"{node_name}-gpus", *(device(f"gpu-{i}", **attrs) for i in range(n)), node=node_name
+    )
+
+
+def gang(name: str, min_member: int) -> dict[str, Any]:
+    """A scheduler-plugins PodGroup."""
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"minMember": min_member},
+    }
+
+
 def device_class(name: str = DRIVER, *exprs: str, extended: str = "") -> dict[str, Any]:
     exprs = exprs or (f'device.driver == "{DRIVER}"',)
     spec: dict[str, Any] = {"selectors": [{"cel": {"expression": e}} for e in exprs]}

@@ -16,6 +16,8 @@ from tests.unit.dra_helpers import (
     claim,
     device,
     device_class,
+    gang,
+    gpus,
     node,
     placed,
     pod,
@@ -25,12 +27,6 @@ from tests.unit.dra_helpers import (
     template,
 )
 from troupe.dra.types import FINALIZER
-
-
-def gpus(node_name: str, n: int, **attrs: Any) -> dict[str, Any]:
-    return slice_(
-        f"{node_name}-gpus", *(device(f"gpu-{i}", **attrs) for i in range(n)), node=node_name
-    )
 
 
 def test_each_pod_gets_its_own_device_and_the_claim_records_it() -> None:
@@ -360,15 +356,6 @@ def test_a_gangs_members_are_searched_against_the_devices_earlier_members_took(
     monkeypatch.setattr(Profile, "run_trial_charge", lambda self, state, pod, node: [])
     got = placed(run(objects())[1])
     assert all(n is None for n, _ in got.values())  # what the charge prevents
-
-
-def gang(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def test_a_claim_two_members_share_is_allocated_once_for_both() -> None:

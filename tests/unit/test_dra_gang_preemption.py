@@ -12,28 +12,15 @@ from typing import Any
 from tests.unit.dra_helpers import (
     DRIVER,
     claim,
-    device,
     device_class,
+    gang,
+    gpus,
     node,
     pod,
     request,
     run,
-    slice_,
     template,
 )
-
-
-def gpus(node_name: str, n: int) -> dict[str, Any]:
-    return slice_(f"{node_name}-gpus", *(device(f"gpu-{i}") for i in range(n)), node=node_name)
-
-
-def gang(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def holder(name: str, node_name: str, device_name: str) -> list[dict[str, Any]]:

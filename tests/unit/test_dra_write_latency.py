@@ -41,7 +41,7 @@ WRITE_LATENCY = 0.2
 POD_EVERY = 0.05
 
 
-def gpus(n: int) -> list[dict[str, Any]]:
+def one_gpu_nodes(n: int) -> list[dict[str, Any]]:
     """n nodes with one GPU each."""
     out: list[dict[str, Any]] = []
     for i in range(n):
@@ -133,7 +133,7 @@ def gpu_pods(n: int) -> list[dict[str, Any]]:
 
 
 def test_a_device_is_never_given_twice_while_claim_writes_are_in_flight() -> None:
-    sim = Simulation([device_class(), *gpus(8), *gpu_pods(14)], default_config(IN_TREE))
+    sim = Simulation([device_class(), *one_gpu_nodes(8), *gpu_pods(14)], default_config(IN_TREE))
     slow_claim_writes(sim, WRITE_LATENCY)
     asyncio.run(drive(sim, 30.0))
     bound, allocated = check_devices(sim)
@@ -144,7 +144,7 @@ def test_an_older_view_of_a_claim_never_replaces_the_one_written() -> None:
     """The watch event of the finalizer write comes back only after the
     allocation write returned (a slow watch): it is older than what PreBind
     wrote and must not take the allocation back."""
-    sim = Simulation([device_class(), *gpus(2), *gpu_pods(4)], default_config(IN_TREE))
+    sim = Simulation([device_class(), *one_gpu_nodes(2), *gpu_pods(4)], default_config(IN_TREE))
     slow_claim_writes(sim, WRITE_LATENCY)
     held: list[dict[str, Any]] = []
     feeds: list[Callable[[dict[str, Any]], None]] = []
@@ -251,7 +251,7 @@ def test_a_bind_made_but_answered_409_keeps_the_pods_claim() -> None:
     bound on 8 GPUs, one bound with its claim deallocated)."""
     from troupe.cluster import BindConflict
 
-    sim = Simulation([device_class(), *gpus(2), *gpu_pods(1)], default_config(IN_TREE))
+    sim = Simulation([device_class(), *one_gpu_nodes(2), *gpu_pods(1)], default_config(IN_TREE))
     bind = sim.cluster.bind
 
     async def made_then_409(pod: Any, uid: str, node: Any) -> None:
