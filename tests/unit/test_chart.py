@@ -337,3 +337,15 @@ def test_notes_name_the_configured_profiles(
     named = " ".join(line for line in out.splitlines() if "schedulerName" in line)
     for other in {"troupe-scheduler", "gang-scheduler", "gangs", "batch"} - set(names):
         assert other not in named
+
+
+def test_the_liveness_probe_outlasts_the_longest_cycle_leader_election_keeps() -> None:
+    """/livez is answered on the scheduling loop; a replica busy with one pod's
+    cycle keeps its Lease for up to MAX_CYCLE_SECONDS, so the kubelet must not
+    restart it sooner (the default probe failed after ~30 s)."""
+    from troupe.leader import MAX_CYCLE_SECONDS
+
+    (container,) = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"]
+    probe = container["livenessProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] > MAX_CYCLE_SECONDS
+    assert probe["timeoutSeconds"] >= 10
