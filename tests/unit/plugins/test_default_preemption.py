@@ -16,18 +16,16 @@ from tests.unit.test_preemption import Harness
 from troupe.api.parse import parse_pod
 from troupe.api.selectors import parse_label_selector
 from troupe.api.types import Pod, PodDisruptionBudget
-from troupe.framework.interface import NodeToStatus, PluginArgsError
+from troupe.framework.interface import PluginArgsError
+from troupe.framework.preemption import Candidate, pick_one, split_by_pdb_violation
 from troupe.framework.status import Code, Status
 from troupe.plugins.default_preemption import (
     NOT_ELIGIBLE_NEVER,
     NOT_ELIGIBLE_TERMINATING,
-    Candidate,
     DefaultPreemption,
     DefaultPreemptionArgs,
     num_candidates,
     parse_args,
-    pick_one,
-    split_by_pdb_violation,
 )
 
 NEG, LOW, MID, HIGH = -100, 0, 100, 1000
@@ -193,17 +191,18 @@ def test_pod_eligible_to_preempt_others() -> None:
     plugin = h.s.profiles["troupe-scheduler"].plugin("DefaultPreemption")
     assert isinstance(plugin, DefaultPreemption)
     snap = h.s.snapshot
-    none = NodeToStatus({}, 1)
 
     never = make_pod("p").priority(HIGH).obj()
     never["spec"]["preemptionPolicy"] = "Never"
-    assert plugin.eligible(_pod(never), none, snap) == (False, NOT_ELIGIBLE_NEVER)
+    assert plugin.pod_eligible_to_preempt_others(_pod(never), None) == (False, NOT_ELIGIBLE_NEVER)
 
     nominated = make_pod("p").priority(HIGH).obj()
     nominated["status"] = {"nominatedNodeName": "node1"}
     # "Pod with nominated node": no terminating victim there, eligible.
-    assert plugin.eligible(_pod(nominated), none, snap) == (True, "")
-    assert plugin.eligible(_pod(make_pod("p").priority(HIGH).obj()), none, snap) == (True, "")
+    assert plugin.pod_eligible_to_preempt_others(_pod(nominated), None) == (True, "")
+    assert plugin.pod_eligible_to_preempt_others(
+        _pod(make_pod("p").priority(HIGH).obj()), None
+    ) == (True, "")
 
     # "victim Pods terminating, feature PodDisruptionConditions is enabled"
     victim = h.cluster.pods["default/victim"]
@@ -213,14 +212,17 @@ def test_pod_eligible_to_preempt_others() -> None:
     ]
     h.s.on_pod(victim)
     h.s.cache.update_snapshot(snap)
-    assert plugin.eligible(_pod(nominated), none, snap) == (False, NOT_ELIGIBLE_TERMINATING)
+    assert plugin.pod_eligible_to_preempt_others(_pod(nominated), None) == (
+        False,
+        NOT_ELIGIBLE_TERMINATING,
+    )
     # "victim Pods terminating but the nominated node is unresolvable"
-    unresolvable = NodeToStatus({"node1": Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)}, 1)
-    assert plugin.eligible(_pod(nominated), unresolvable, snap) == (True, "")
+    unresolvable = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    assert plugin.pod_eligible_to_preempt_others(_pod(nominated), unresolvable) == (True, "")
     # "non-victim Pods terminating": a pod of higher priority terminating is no reason.
     higher = make_pod("p").priority(LOW - 1).obj()
     higher["status"] = {"nominatedNodeName": "node1"}
-    assert plugin.eligible(_pod(higher), none, snap) == (True, "")
+    assert plugin.pod_eligible_to_preempt_others(_pod(higher), None) == (True, "")
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,92 @@
+"""The rules every preemption keeps for gangs, whichever plugin selects the
+victims: a pod never evicts a member of its own group; a running gang is never
+left below minMember (a member goes only if its gang keeps its quorum without
+the members taken with it, never alone from a gang whose disruptionMode is
+All); a gang preemptor may take a lower gang whole (`expand_gangs`), and not at
+all if one of its placed members has the preemptor's priority or higher.
+Members already on their way out (deleting, or chosen by an earlier
+preemption: `victims_of`) never count as placed, so that two preemptions do
+not each take one."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from troupe.api.types import DISRUPTION_ALL, Pod, PodKey
+from troupe.framework.handle import ClusterLister
+from troupe.framework.preemption.candidates import importance
+
+
+def gang_safe_victims(
+    pod: Pod,
+    lower: Iterable[Pod],
+    lister: ClusterLister,
+    victims_of: Collection[PodKey],
+    whole_gangs: bool = False,
+) -> list[Pod]:
+    """Of `lower` (one node's pods a plugin would evict for `pod`), those the gang
+    rules let go: never of the preemptor's own group; a gang's member only if its
+    gang keeps minMember placed pods without the members on this node (never
+    for a native group whose disruptionMode is All: one member goes only with
+    all), or (`whole_gangs`, for a gang preemptor) if every placed member of
+    its gang is of lower priority than `pod`: it is then taken with its whole
+    gang (`expand_gangs`)."""
+    own = pod.group_key
+    out = [p for p in lower if own is None or p.group_key != own]
+    groups = {p.group_key for p in out if p.group_key is not None}
+    if not groups:
+        return out
+    keep: set[Any] = set()
+    for g in groups:
+        pg = lister.pod_group(g)
+        if pg is None:
+            keep.add(g)
+            continue
+        placed = sum(
+            1
+            for p in lister.pods_in_group(g)
+            if (q := lister.pod(p.key)) is not None and not q.deleting and p.key not in victims_of
+        )
+        here = sum(1 for p in out if p.group_key == g)
+        whole = pg.disruption_mode == DISRUPTION_ALL  # it goes whole or not at all
+        if (not whole and placed - here >= pg.min_member) or (
+            whole_gangs
+            and all(p.priority < pod.priority for p in lister.pods_in_group(g) if lister.pod(p.key))
+        ):
+            keep.add(g)
+    return [p for p in out if p.group_key is None or p.group_key in keep]
+
+
+def expand_gangs(
+    victims: Iterable[Pod],
+    priority: int,
+    lister: ClusterLister,
+    victims_of: Mapping[PodKey, PodKey],
+    taken: Iterable[PodKey] = (),
+) -> list[Pod] | None:
+    """The victims of a gang preemptor of `priority`, with the whole gang of
+    each victim whose gang would fall below minMember without them (or whose
+    disruptionMode is All), or None if such a gang has a placed member of
+    `priority` or higher (it cannot be taken whole, so it cannot be taken at
+    all). `taken`: victims already chosen for the same preemptor (its other
+    members' nodes), which count as gone."""
+    out = {p.key: p for p in victims}
+    gone = set(taken) | out.keys()
+    for g in {p.group_key for p in out.values() if p.group_key is not None}:
+        pg = lister.pod_group(g)
+        placed = [
+            q
+            for m in lister.pods_in_group(g)
+            if (q := lister.pod(m.key)) is not None and not q.deleting and q.key not in victims_of
+        ]
+        left = sum(1 for q in placed if q.key not in gone)
+        if pg is None or (left >= pg.min_member and pg.disruption_mode != DISRUPTION_ALL):
+            continue  # no gang to keep, or it keeps its quorum without these
+        if any(q.priority >= priority for q in placed):
+            return None
+        for q in placed:
+            out.setdefault(q.key, q)
+    if any(p.priority >= priority for p in out.values()):
+        return None
+    return sorted(out.values(), key=importance)
