@@ -6,11 +6,13 @@ warm) but writes nothing until it leads (`enable_writes`)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
+from troupe.api.kinds import KINDS, Kind
 from troupe.api.parse import (
     parse_node,
     parse_pdb,
@@ -48,6 +50,10 @@ from troupe.queue import pod_updated
 log = logging.getLogger(__name__)
 
 SCHEDULING_GATES: Final = SchedulingGates.NAME
+# What takes one object's event: the object, and whether it was deleted.
+Handler = Callable[[Mapping[str, Any], bool], None]
+# The handlers that serve several kinds, told which one first.
+_OF_KIND: Final = frozenset({"on_volume_object", "on_dra_object"})
 
 
 class EventHandlers:
@@ -66,6 +72,18 @@ class EventHandlers:
         self.milli = ctx.milli
         self.waiting_pods = ctx.waiting_pods
         self.metrics = ctx.metrics
+
+    def handler(self, kind: Kind) -> Handler:
+        """The handler its row of `troupe.api.kinds.KINDS` names for `kind`."""
+        if kind.handler is None:
+            raise ValueError(f"{kind.kind} is not watched")
+        method: Callable[..., None] = getattr(self, kind.handler)
+        return functools.partial(method, kind.kind) if kind.handler in _OF_KIND else method
+
+    def handlers(self) -> dict[str, Handler]:
+        """The event dispatch: every reflector's key (`troupe.api.kinds.WATCHED`)
+        -> the handler that takes its events."""
+        return {key: self.handler(k) for k in KINDS if k.watched for key in k.keys}
 
     def handles(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles

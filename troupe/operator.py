@@ -17,8 +17,9 @@ costs more CPU per event than the scheduler spends on it, and its watch
 stream is not public API, nor does it tell a re-list from new events (it only
 upserts, so objects deleted during a gap stayed in the cache). Each reflector
 lists, then watches; what it delivers goes through an `Intake` to the
-scheduler's loop in batches, in order. Kinds are listed in the order of
-`troupe.api.kinds.WATCHED` (what others are read with first); the caches are
+scheduler's loop in batches, in order, each object to the handler its kind's
+row of `troupe.api.kinds.KINDS` names (`EventHandlers.handlers`). Kinds are
+listed in the order of that table (what others are read with first); the caches are
 synced, and /readyz answers 200, once every reflector has delivered its
 first list.
 
@@ -39,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import logging
 import multiprocessing
 import signal
@@ -51,19 +51,16 @@ from typing import Any, Final
 
 import kopf
 
-from troupe.api.kinds import DEVICE_TAINT_RULE_VERSIONS, VERSIONED, taint_rule_kind
-from troupe.api.storage import STORAGE_PARSERS
-from troupe.api.types import NATIVE_POD_GROUP_VERSIONS
+from troupe.api.kinds import VERSIONED, WATCHED
+from troupe.api.types import NATIVE_POD_GROUP_API
 from troupe.clock import RealClock
 from troupe.config import SchedulerConfig
-from troupe.dra.types import DRA_KINDS
+from troupe.eventhandlers import Handler
 from troupe.kube import (
-    WATCHED,
     Credentials,
     KubeClient,
     default_identity,
     discover_version,
-    native_kind,
 )
 from troupe.kube.reflector import Reflector
 from troupe.kube.transport import LoopHttp
@@ -74,34 +71,9 @@ from troupe.serving import DelegatingAuth, server_tls
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Mapping[str, Any], bool], None]
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
-STORAGE_KINDS: Final = tuple(STORAGE_PARSERS)
-
-
-def handlers_of(scheduler: Scheduler) -> dict[str, Handler]:
-    on_workload = scheduler.on_workload
-    return {
-        "Node": scheduler.on_node,
-        "Pod": scheduler.on_pod,
-        "PriorityClass": scheduler.on_priority_class,
-        "PodGroup": scheduler.on_pod_group,
-        **{native_kind(v): scheduler.on_pod_group for v in NATIVE_POD_GROUP_VERSIONS},
-        **{
-            taint_rule_kind(v): functools.partial(scheduler.on_dra_object, "DeviceTaintRule")
-            for v in DEVICE_TAINT_RULE_VERSIONS
-        },
-        "Namespace": scheduler.on_namespace,
-        "Service": on_workload,
-        "ReplicaSet": on_workload,
-        "StatefulSet": on_workload,
-        "ReplicationController": on_workload,
-        **{kind: functools.partial(scheduler.on_volume_object, kind) for kind in STORAGE_KINDS},
-        **{kind: functools.partial(scheduler.on_dra_object, kind) for kind in DRA_KINDS},
-        "PodDisruptionBudget": scheduler.on_pdb,
-    }
 
 
 def connection_info(c: Credentials) -> kopf.ConnectionInfo:
@@ -187,7 +159,7 @@ def build_registry(
     scheduler's loop; `on_kind_synced(kind)` is called there once a kind's
     first list has been handled."""
     registry = kopf.OperatorRegistry()
-    intake = Intake(loop, handlers_of(scheduler))
+    intake = Intake(loop, scheduler.events.handlers())
     http = LoopHttp(kube.api, limit=2 * len(kinds) + 2)
     reflectors: list[asyncio.Task[None]] = []
 
@@ -273,22 +245,22 @@ async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
     PodGroups, DeviceTaintRules) narrowed to the version the cluster serves
     (API discovery), or left out, with one log line, when it serves none."""
     out = list(kinds)
-    for kind, (group, versions, plural, key) in VERSIONED.items():
-        family = {key(v) for v in versions}
+    for row in VERSIONED:
+        kind, group, family = row.kind, row.group, set(row.keys)
         if not family & set(out):
             continue
         try:
-            version = await discover_version(kube, group, versions, plural)
+            version = await discover_version(kube, group, row.versions, row.plural)
         except Exception as e:
             log.warning("API discovery of %s failed (%s): not watching its %ss", group, e, kind)
             version = None
         if version is None:
             log.info("the cluster serves no %s %ss: not watching them", group, kind)
         else:
-            if kind == "PodGroup":
+            if kind == "PodGroup" and group == NATIVE_POD_GROUP_API:
                 kube.native_pod_group_version = version
             log.info("watching %s/%s %ss", group, version, kind)
-        keep = key(version) if version is not None else None
+        keep = row.key(version) if version is not None else None
         out = [k for k in out if k not in family or k == keep]
     return out
 

@@ -2,12 +2,13 @@
 
 Input files hold Kubernetes objects as kubectl prints them (multi-document
 YAML, or `kind: List` in YAML or JSON, as `kubectl get nodes,pods -A -o json`
-prints it): Nodes, Pods, PriorityClasses, PodGroups (scheduler-plugins' and
-Kubernetes' own, scheduling.k8s.io v1alpha2/v1beta1) and storage:
-PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers
-and CSIStorageCapacities, and devices: DeviceClasses, ResourceSlices,
-ResourceClaims and ResourceClaimTemplates. A file is JSON if its
-name ends in .json or its text starts with `{` or `[` and parses as JSON; JSON
+prints it), of the kinds whose row of `troupe.api.kinds.KINDS` says the
+simulator reads them (every watched kind, and ResourceClaimTemplates), fed
+in the table's order to the handlers its rows name: Nodes, Pods,
+PriorityClasses, PodGroups (scheduler-plugins' and Kubernetes' own,
+scheduling.k8s.io v1alpha2/v1beta1), their owners, storage and devices. A
+file is JSON if its name ends in .json or its text starts with `{` or `[` and
+parses as JSON; JSON
 goes through the standard library's C decoder, YAML through libyaml's parser
 (`load_yaml_documents`), both with the same bounds. Pods with
 spec.nodeName are running; pending pods whose schedulerName matches a profile
@@ -50,13 +51,17 @@ from typing import Any, Final
 
 import yaml
 
-from troupe.api.kinds import CLUSTER_SCOPED, DEVICE_TAINT_RULE_VERSIONS, OBJECT_KINDS
+from troupe.api.kinds import (
+    CLUSTER_SCOPED,
+    KINDS,
+    RESOURCE_API,
+    SIMULATED,
+)
 from troupe.api.parse import parse_pod
 from troupe.api.storage import STORAGE_PARSERS, pod_claim_names
 from troupe.api.types import (
     NATIVE_POD_GROUP_API,
     NATIVE_POD_GROUP_VERSIONS,
-    WORKLOAD_KINDS,
     GroupKey,
     Pod,
     PodKey,
@@ -72,7 +77,6 @@ from troupe.dra.controller import (
     record_claim,
     release_pod,
 )
-from troupe.dra.types import DRA_KINDS, RESOURCE_API
 from troupe.events import rfc3339
 from troupe.explain import Explanation, explain_attempt, explain_gang_pending, render_table
 from troupe.metrics import Metrics
@@ -89,12 +93,10 @@ POD_GROUP_API_GROUPS = (
     "scheduling.sigs.k8s.io/",
     *(f"{NATIVE_POD_GROUP_API}/{v}" for v in NATIVE_POD_GROUP_VERSIONS),
 )
-STORAGE_KINDS = tuple(STORAGE_PARSERS)
-# The scheduler does not watch ResourceClaimTemplates; the simulated
-# resourceclaim controller reads them.
-KINDS = (*OBJECT_KINDS, "ResourceClaimTemplate")
-DRA_INPUT_KINDS: Final = (*DRA_KINDS, "ResourceClaimTemplate")
-TAINT_RULE_APIS: Final = tuple(f"resource.k8s.io/{v}" for v in DEVICE_TAINT_RULE_VERSIONS)
+# resource.k8s.io objects are read in the versions the scheduler watches.
+DRA_API_VERSIONS: Final = {
+    k.kind: k.api_versions for k in KINDS if k.simulated and k.group == RESOURCE_API
+}
 # The Preempted events' messages (DefaultPreemption's and the gang cycle's text).
 _PREEMPTED_BY_POD = re.compile(r"^Preempted by pod (\S*) on node ")
 _PREEMPTED_BY_GANG = re.compile(r"^Preempted by gang (\S+) on node ")
@@ -228,21 +230,21 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         return
     if not isinstance(kind, str) or not kind:
         raise InputError(f"{where}: object has no kind")
-    if kind not in KINDS:
+    if kind not in SIMULATED:
         return  # other kinds (Deployments, Services...) are not simulated
     if kind == "PodDisruptionBudget" and not str(doc.get("apiVersion", "")).startswith("policy/"):
         raise InputError(
             f"{where}: PodDisruptionBudget apiVersion {doc.get('apiVersion')!r} is not policy/v1"
         )
-    if kind == "DeviceTaintRule":
-        if doc.get("apiVersion") not in TAINT_RULE_APIS:
+    dra = DRA_API_VERSIONS.get(kind)
+    if dra is not None and doc.get("apiVersion") not in dra:
+        if len(dra) > 1:
             raise InputError(
-                f"{where}: DeviceTaintRule apiVersion {doc.get('apiVersion')!r} is not one of "
-                f"{', '.join(TAINT_RULE_APIS)}"
+                f"{where}: {kind} apiVersion {doc.get('apiVersion')!r} is not one of "
+                f"{', '.join(dra)}"
             )
-    elif kind in DRA_INPUT_KINDS and doc.get("apiVersion") != RESOURCE_API:
         raise InputError(
-            f"{where}: {kind} apiVersion {doc.get('apiVersion')!r} is not {RESOURCE_API} "
+            f"{where}: {kind} apiVersion {doc.get('apiVersion')!r} is not {dra[0]} "
             "(convert older versions with kubectl convert or re-export from a 1.34+ cluster)"
         )
     if kind == "PodGroup" and not str(doc.get("apiVersion", "")).startswith(POD_GROUP_API_GROUPS):
@@ -411,27 +413,23 @@ class Simulation:
             self.scheduler.on_dra_object("ResourceClaim", claim, deleted=deleted)
 
     def _load(self) -> list[str]:
+        """The dump's objects, kind by kind in the order of `troupe.api.kinds.KINDS`
+        (as the operator's reflectors fill the caches), each to the handler its
+        row names, and into the simulated cluster where it plays a controller or
+        the API server (`_serve`); pods last, running ones first."""
         s = self.scheduler
-        by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        by_kind: dict[str, list[dict[str, Any]]] = {k: [] for k in SIMULATED}
         for o in self.objects:
             by_kind[str(o.get("kind"))].append(dict(o))
-        for o in by_kind["Namespace"]:
-            s.on_namespace(o)
-        for kind in WORKLOAD_KINDS:
-            for o in by_kind[kind]:
-                s.on_workload(o)
-        for o in by_kind["PriorityClass"]:
-            s.on_priority_class(o)
-        for o in by_kind["Node"]:
-            s.on_node(o)
-        self._load_storage(by_kind)
-        self._load_devices(by_kind)
-        for o in by_kind["PodGroup"]:
-            self._create_claims(o)
-            self.cluster.pod_groups[_group_key(o)] = o
-            s.on_pod_group(o)
-        for o in by_kind["PodDisruptionBudget"]:
-            s.on_pdb(o)
+        feed = {k.kind: s.events.handler(k) for k in KINDS if k.simulated and k.watched}
+        for kind, objects in by_kind.items():
+            if kind == "Pod":
+                continue
+            for o in objects:
+                self._serve(kind, o)
+                if kind in feed:
+                    feed[kind](o, False)
+        self._start_controllers(by_kind)
         order: list[str] = []
         pending: list[tuple[str, int, dict[str, Any]]] = []
         for i, o in enumerate(by_kind["Pod"]):
@@ -455,16 +453,28 @@ class Simulation:
             s.on_pod(o)
         return order
 
-    def _load_devices(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
-        """DeviceClasses, ResourceSlices and ResourceClaims into the device store
-        (claims also into the cluster, which takes the scheduler's writes)."""
+    def _serve(self, kind: str, o: dict[str, Any]) -> None:
+        """What the simulated cluster keeps of an object it serves before the
+        scheduler sees it: the volumes, claims and PodGroups the scheduler writes
+        and the controllers read, the templates claims are made from (a
+        PodGroup's claims made from them first)."""
+        if kind == "PersistentVolume":
+            self.cluster.volumes[str(o["metadata"]["name"])] = o
+        elif kind == "PersistentVolumeClaim":
+            self.cluster.claims[_key(o)] = o
+        elif kind == "ResourceClaim":
+            self.cluster.resource_claims[_key(o)] = o
+        elif kind == "ResourceClaimTemplate":
+            self.claim_templates[_key(o)] = o
+        elif kind == "PodGroup":
+            self._create_claims(o)
+            self.cluster.pod_groups[_group_key(o)] = o
+
+    def _start_controllers(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
+        """The controllers the scheduler's writes wake: the driver readying
+        devices of claims written, and, with storage in the dump, the volume
+        controllers (which then see every write, and what was pre-bound before)."""
         feed = self.scheduler.on_dra_object
-        for kind in DRA_KINDS:
-            for o in by_kind[kind]:
-                if kind == "ResourceClaim":
-                    self.cluster.resource_claims[_key(o)] = o
-                feed(kind, o)
-        self.claim_templates = {_key(o): o for o in by_kind["ResourceClaimTemplate"]}
 
         def written(o: dict[str, Any]) -> None:
             # The driver's part: devices with binding conditions are readied
@@ -479,6 +489,11 @@ class Simulation:
 
         self.cluster.on_claim_write = written
         self.cluster.on_claim_deleted = lambda o: feed("ResourceClaim", o, True)
+        if not any(by_kind[k] for k in STORAGE_PARSERS):
+            return
+        classes = {str(o["metadata"]["name"]): o for o in by_kind["StorageClass"]}
+        self.volumes = VolumeControllers(self.cluster, self.scheduler.on_volume_object, classes)
+        self.volumes.sync()
 
     def _create_claims(self, pod: dict[str, Any]) -> None:
         """The resourceclaim controller's part: the claims a pod (or a native
@@ -538,23 +553,6 @@ class Simulation:
             name = str(resource_of.get(r.get("request")) or r.get("request"))
             out.setdefault(name, []).append(f"{r['driver']}/{r['pool']}/{r['device']}")
         return out
-
-    def _load_storage(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
-        """Storage objects into the cluster and the volume store; the simulated
-        controllers then see every write (and what was pre-bound before)."""
-        if not any(by_kind[k] for k in STORAGE_KINDS):
-            return
-        feed = self.scheduler.on_volume_object
-        for kind in STORAGE_KINDS:
-            for o in by_kind[kind]:
-                if kind == "PersistentVolume":
-                    self.cluster.volumes[str(o["metadata"]["name"])] = o
-                elif kind == "PersistentVolumeClaim":
-                    self.cluster.claims[_key(o)] = o
-                feed(kind, o)
-        classes = {str(o["metadata"]["name"]): o for o in by_kind["StorageClass"]}
-        self.volumes = VolumeControllers(self.cluster, feed, classes)
-        self.volumes.sync()
 
     async def run(self, until: float | None = None) -> SimulationResult:
         """Schedule until nothing can change, or until virtual time `until`.

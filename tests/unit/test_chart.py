@@ -13,6 +13,7 @@ import yaml
 
 from apiserver.helm import helm
 from tests import manifests_render
+from troupe.api.kinds import KINDS, READ_VERBS
 from troupe.config import parse_config
 from troupe.plugins.registry import IN_TREE
 
@@ -212,6 +213,48 @@ def test_pods_are_patched_only_with_explain_on() -> None:
     docs = render("config.troupe.explain.enabled=true")
     assert pod_verbs(docs) == {"get", "list", "watch", "delete", "patch"}
     assert config_of(docs)["troupe"]["explain"] == {"enabled": True}
+
+
+# What the ClusterRole grants beyond the kinds of the table: Events, and the
+# delegated authentication and authorization of the secure port.
+NOT_KINDS = {
+    ("", "events", "create"),
+    ("", "events", "patch"),
+    ("authentication.k8s.io", "tokenreviews", "create"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+}
+
+
+def granted(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """(API group, resource, verb) the ClusterRole grants."""
+    return {
+        (g, res, v)
+        for r in one(docs, "ClusterRole")["rules"]
+        for g in r["apiGroups"]
+        for res in r["resources"]
+        for v in r["verbs"]
+    }
+
+
+def needed(options: frozenset[str] = frozenset()) -> set[tuple[str, str, str]]:
+    """What the table's rows need, with the configuration fields `options` on:
+    a watched kind is read, and written as its row says."""
+    out = {(k.group, k.plural, v) for k in KINDS if k.watched for v in READ_VERBS}
+    for k in KINDS:
+        for w in k.writes:
+            if not w.option or w.option in options:
+                res = f"{k.plural}/{w.subresource}" if w.subresource else k.plural
+                out |= {(k.group, res, v) for v in w.verbs}
+    return out
+
+
+def test_the_cluster_role_grants_what_the_kinds_need() -> None:
+    """The chart's rules are exactly the table's (troupe.api.kinds.KINDS): a
+    kind added to the table without its rule, or a rule left behind, fails."""
+    assert granted(render()) == needed() | NOT_KINDS
+    options = frozenset(w.option for k in KINDS for w in k.writes if w.option)
+    docs = render(*(f"config.{o}=true" for o in sorted(options)))
+    assert granted(docs) == needed(options) | NOT_KINDS
 
 
 SPREAD = {

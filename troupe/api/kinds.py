@@ -1,45 +1,156 @@
-"""What the scheduler watches: one table of kinds, read by the operator's
-reflectors (what to list and watch, in which order) and by `troupe simulate`
-(which objects of a dump it takes). Light: no client library is imported."""
+"""The kinds the scheduler reads: one table, `KINDS`, one row per kind.
+
+A row says where the kind is served (group, versions, plural), whether its
+objects are namespaced, which of the event handlers takes its events (by the
+`EventHandlers` method's name: this layer imports no part of the core), whether
+`troupe simulate` reads it from a dump, and what the scheduler writes on it.
+Everything else is made from the table: the reflectors' list and their order
+(`WATCHED`), API discovery of kinds served in one of several versions
+(`VERSIONED`), the event dispatch (`EventHandlers.handlers`), the simulator's
+intake (`SIMULATED`), and the ClusterRole's rules, which a test checks against
+it (a watched kind is read with get, list and watch, as kube-scheduler's
+system:kube-scheduler role reads, plus the writes its row names). Adding a kind
+is one row, its parser and its handler.
+
+Light: no client library is imported.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 
 POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
 POD_GROUP_VERSION: Final = "v1alpha1"
-
-
-def native_kind(version: str) -> str:
-    """The key under which WATCHED holds scheduling.k8s.io PodGroups of `version`."""
-    return f"PodGroup.{NATIVE_POD_GROUP_API}/{version}"
-
-
 RESOURCE_API: Final = "resource.k8s.io"
 # DeviceTaintRule: GA (v1) in Kubernetes 1.37, beta (v1beta2) in 1.36, alpha
 # (v1alpha3) before; the newest the cluster serves is watched.
 DEVICE_TAINT_RULE_VERSIONS: Final = ("v1", "v1beta2", "v1alpha3")
+# What a watched kind is read with (its reflector lists and watches; get as
+# kube-scheduler's system:kube-scheduler role reads).
+READ_VERBS: Final = ("get", "list", "watch")
 
 
-def taint_rule_kind(version: str) -> str:
-    """The key under which WATCHED holds DeviceTaintRules of `version`."""
-    return f"DeviceTaintRule.{RESOURCE_API}/{version}"
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Verbs the scheduler uses to write a kind's objects (`subresource` "") or
+    one of their subresources; `option` names the configuration field that must
+    be on for it to write them (the chart grants them only then), "" if always."""
+
+    verbs: tuple[str, ...]
+    subresource: str = ""
+    option: str = ""
 
 
-# Kinds a cluster serves in one of several versions (API discovery picks the
-# first it serves, or none): group, versions in order of preference, plural,
-# and the WATCHED key of a version.
-VERSIONED: Final = {
-    "PodGroup": (NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS, "podgroups", native_kind),
-    "DeviceTaintRule": (
-        RESOURCE_API,
-        DEVICE_TAINT_RULE_VERSIONS,
-        "devicetaintrules",
-        taint_rule_kind,
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One kind of object the scheduler reads."""
+
+    kind: str
+    group: str  # "" for the core API
+    plural: str
+    # The `EventHandlers` method that takes its events; None: not watched.
+    handler: str | None
+    namespaced: bool = True
+    # Versions in order of preference; more than one: API discovery watches the
+    # first the cluster serves, or none.
+    versions: tuple[str, ...] = ("v1",)
+    simulated: bool = True  # `troupe simulate` reads it from a dump
+    writes: tuple[Write, ...] = ()
+
+    @property
+    def watched(self) -> bool:
+        return self.handler is not None
+
+    def key(self, version: str) -> str:
+        """The name of its reflector (and of its handler) for `version`: the
+        kind, or for a kind served in several versions the kind, group and
+        version ("PodGroup.scheduling.k8s.io/v1beta1")."""
+        return self.kind if len(self.versions) == 1 else f"{self.kind}.{self.group}/{version}"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(self.key(v) for v in self.versions)
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        return tuple(f"{self.group}/{v}" if self.group else v for v in self.versions)
+
+
+CORE: Final = ""
+STORAGE: Final = "storage.k8s.io"
+# In the order the caches are filled: what other objects are read with comes
+# first (a pod's priority needs its PriorityClass, its owner's spreading its
+# Service...; device classes and slices before the claims that use them).
+KINDS: Final = (
+    Kind(
+        "PriorityClass", "scheduling.k8s.io", "priorityclasses", "on_priority_class",
+        namespaced=False,
     ),
-}
+    Kind("Namespace", CORE, "namespaces", "on_namespace", namespaced=False),
+    # Spreading defaults build their selector from a pod's owners.
+    Kind("Service", CORE, "services", "on_workload"),
+    Kind("ReplicaSet", "apps", "replicasets", "on_workload"),
+    Kind("StatefulSet", "apps", "statefulsets", "on_workload"),
+    Kind("ReplicationController", CORE, "replicationcontrollers", "on_workload"),
+    Kind("Node", CORE, "nodes", "on_node", namespaced=False),
+    # VolumeBinding's PreBind patches a PV's claimRef, a claim's selected-node annotation.
+    Kind(
+        "PersistentVolume", CORE, "persistentvolumes", "on_volume_object", namespaced=False,
+        writes=(Write(("patch",)),),
+    ),
+    Kind(
+        "PersistentVolumeClaim", CORE, "persistentvolumeclaims", "on_volume_object",
+        writes=(Write(("patch",)),),
+    ),
+    Kind("StorageClass", STORAGE, "storageclasses", "on_volume_object", namespaced=False),
+    Kind("CSINode", STORAGE, "csinodes", "on_volume_object", namespaced=False),
+    Kind("CSIDriver", STORAGE, "csidrivers", "on_volume_object", namespaced=False),
+    Kind("CSIStorageCapacity", STORAGE, "csistoragecapacities", "on_volume_object"),
+    # Dynamic Resource Allocation: what drivers publish, what admins taint and
+    # what pods claim.
+    Kind("DeviceClass", RESOURCE_API, "deviceclasses", "on_dra_object", namespaced=False),
+    Kind("ResourceSlice", RESOURCE_API, "resourceslices", "on_dra_object", namespaced=False),
+    Kind(
+        "DeviceTaintRule", RESOURCE_API, "devicetaintrules", "on_dra_object", namespaced=False,
+        versions=DEVICE_TAINT_RULE_VERSIONS,
+    ),
+    # DynamicResources' PreBind: the claim's finalizer, then its allocation and
+    # reservedFor (status); Unreserve takes them back. The claim for extended
+    # resources that DRA serves is created by the scheduler (and deleted when
+    # the pod does not bind).
+    Kind(
+        "ResourceClaim", RESOURCE_API, "resourceclaims", "on_dra_object",
+        writes=(Write(("patch", "create", "delete")), Write(("patch",), "status")),
+    ),
+    # Not watched: the simulated resourceclaim controller reads them.
+    Kind("ResourceClaimTemplate", RESOURCE_API, "resourceclaimtemplates", None),
+    # scheduler-plugins' PodGroups, then Kubernetes' own.
+    Kind(
+        "PodGroup", POD_GROUP_GROUP, "podgroups", "on_pod_group",
+        versions=(POD_GROUP_VERSION,), writes=(Write(("patch",), "status"),),
+    ),
+    Kind(
+        "PodGroup", NATIVE_POD_GROUP_API, "podgroups", "on_pod_group",
+        versions=NATIVE_POD_GROUP_VERSIONS, writes=(Write(("patch",), "status"),),
+    ),
+    # Preemption respects them, best effort.
+    Kind("PodDisruptionBudget", "policy", "poddisruptionbudgets", "on_pdb"),
+    # Bindings, the PodScheduled condition; preemption deletes its victims (as
+    # kube-scheduler's system:kube-scheduler); the explanation annotations are
+    # written on the pods that ask, with explain on.
+    Kind(
+        "Pod", CORE, "pods", "on_pod",
+        writes=(
+            Write(("create",), "binding"),
+            Write(("patch",), "status"),
+            Write(("delete",)),
+            Write(("patch",), option="troupe.explain.enabled"),
+        ),
+    ),
+)  # fmt: skip
 
 
 def object_kind(key: str) -> str:
@@ -48,53 +159,13 @@ def object_kind(key: str) -> str:
     return key.partition(".")[0]
 
 
-# (group, version, plural) of what the scheduler watches, by kind, in the order
-# the caches are filled: what other objects are read with comes first (a pod's
-# priority needs its PriorityClass, its owner's spreading its Service...).
-WATCHED: Final = {
-    "PriorityClass": ("scheduling.k8s.io", "v1", "priorityclasses"),
-    "Namespace": ("", "v1", "namespaces"),
-    "Service": ("", "v1", "services"),
-    "ReplicaSet": ("apps", "v1", "replicasets"),
-    "StatefulSet": ("apps", "v1", "statefulsets"),
-    "ReplicationController": ("", "v1", "replicationcontrollers"),
-    "Node": ("", "v1", "nodes"),
-    "PersistentVolume": ("", "v1", "persistentvolumes"),
-    "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims"),
-    "StorageClass": ("storage.k8s.io", "v1", "storageclasses"),
-    "CSINode": ("storage.k8s.io", "v1", "csinodes"),
-    "CSIDriver": ("storage.k8s.io", "v1", "csidrivers"),
-    "CSIStorageCapacity": ("storage.k8s.io", "v1", "csistoragecapacities"),
-    # Dynamic Resource Allocation: classes and slices before the claims that use them.
-    "DeviceClass": ("resource.k8s.io", "v1", "deviceclasses"),
-    "ResourceSlice": ("resource.k8s.io", "v1", "resourceslices"),
-    # Admins' taints on devices: the operator watches the one version discovery finds.
-    **{
-        taint_rule_kind(v): (RESOURCE_API, v, "devicetaintrules")
-        for v in DEVICE_TAINT_RULE_VERSIONS
-    },
-    "ResourceClaim": ("resource.k8s.io", "v1", "resourceclaims"),
-    "PodGroup": (POD_GROUP_GROUP, POD_GROUP_VERSION, "podgroups"),
-    # Kubernetes' own PodGroups: the operator watches the one version discovery finds.
-    **{native_kind(v): (NATIVE_POD_GROUP_API, v, "podgroups") for v in NATIVE_POD_GROUP_VERSIONS},
-    "PodDisruptionBudget": ("policy", "v1", "poddisruptionbudgets"),
-    "Pod": ("", "v1", "pods"),
-}
-
-CLUSTER_SCOPED: Final = frozenset(
-    {
-        "Node",
-        "PriorityClass",
-        "Namespace",
-        "PersistentVolume",
-        "StorageClass",
-        "CSINode",
-        "CSIDriver",
-        "DeviceClass",
-        "ResourceSlice",
-        "DeviceTaintRule",
-    }
-)
-
-# The kinds of object a cluster dump may hold for the scheduler.
-OBJECT_KINDS: Final = tuple(dict.fromkeys(object_kind(k) for k in WATCHED))
+# (group, version, plural) of every reflector the scheduler may run, by key,
+# in the table's order.
+WATCHED: Final = {k.key(v): (k.group, v, k.plural) for k in KINDS if k.watched for v in k.versions}
+# Kinds a cluster serves in one of several versions (API discovery picks the
+# first it serves, or none).
+VERSIONED: Final = tuple(k for k in KINDS if k.watched and len(k.versions) > 1)
+CLUSTER_SCOPED: Final = frozenset(k.kind for k in KINDS if not k.namespaced)
+# The kinds of object a cluster dump may hold for the scheduler, in the
+# table's order.
+SIMULATED: Final = tuple(dict.fromkeys(k.kind for k in KINDS if k.simulated))

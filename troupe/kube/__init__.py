@@ -10,7 +10,7 @@ client (and the operator's reflectors' HTTP).
 - `reflector`: list, then watch, with client-go's semantics.
 """
 
-from troupe.api.kinds import CLUSTER_SCOPED, WATCHED, native_kind
+from troupe.api.kinds import CLUSTER_SCOPED, WATCHED
 from troupe.kube.client import COMPONENT, KubeClient
 from troupe.kube.credentials import (
     Credentials,
@@ -38,5 +38,4 @@ __all__ = [
     "discover_version",
     "load_api_client",
     "load_configuration",
-    "native_kind",
 ]
