@@ -27,6 +27,7 @@ from troupe.api._read import (
     show,
     unsupported,
 )
+from troupe.api.kinds import CLUSTER_SCOPED
 from troupe.api.parse import _guarded, parse_timestamp
 from troupe.api.quantity import parse_quantity
 from troupe.api.selectors import parse_node_selector
@@ -750,24 +751,23 @@ def _parse_taint_rule(obj: Mapping[str, Any]) -> DeviceTaintRule:
     )
 
 
-_PARSERS: Final[dict[str, tuple[bool, Callable[[Mapping[str, Any]], DraObject]]]] = {
-    "ResourceClaim": (True, _parse_claim),
-    "ResourceSlice": (False, _parse_slice),
-    "DeviceClass": (False, _parse_class),
-    "DeviceTaintRule": (False, _parse_taint_rule),
+_PARSERS: Final[dict[str, Callable[[Mapping[str, Any]], DraObject]]] = {
+    "ResourceClaim": _parse_claim,
+    "ResourceSlice": _parse_slice,
+    "DeviceClass": _parse_class,
+    "DeviceTaintRule": _parse_taint_rule,
 }
-DRA_KINDS: Final = tuple(_PARSERS)
 
 
 def parse_dra_object(kind: str, obj: Mapping[str, Any]) -> DraObject | InvalidObject:
-    namespaced, parse = _PARSERS[kind]
-    out: DraObject | InvalidObject = _guarded(kind, obj, namespaced, parse)
+    """A resource.k8s.io object of `kind` (its scope as troupe.api.kinds says)."""
+    parse = _PARSERS[kind]
+    out: DraObject | InvalidObject = _guarded(kind, obj, kind not in CLUSTER_SCOPED, parse)
     return out
 
 
 __all__ = [
     "ALL",
-    "DRA_KINDS",
     "EXACT_COUNT",
     "RESERVED_FOR_MAX",
     "Allocation",

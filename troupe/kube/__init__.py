@@ -10,7 +10,6 @@ client (and the operator's reflectors' HTTP).
 - `reflector`: list, then watch, with client-go's semantics.
 """
 
-from troupe.api.kinds import CLUSTER_SCOPED, WATCHED
 from troupe.kube.client import COMPONENT, KubeClient
 from troupe.kube.credentials import (
     Credentials,
@@ -24,9 +23,7 @@ from troupe.kube.errors import ApiError, api_error
 from troupe.kube.lease import KubeLease
 
 __all__ = [
-    "CLUSTER_SCOPED",
     "COMPONENT",
-    "WATCHED",
     "ApiError",
     "Credentials",
     "KubeClient",
