@@ -3,6 +3,7 @@ API discovery's kinds, cluster scope, the simulator's intake)."""
 
 from __future__ import annotations
 
+from apiserver.resources import BUILTIN, NATIVE_PODGROUP_VERSIONS, PODGROUP, native_podgroups
 from troupe.api.kinds import (
     CLUSTER_SCOPED,
     KINDS,
@@ -57,3 +58,13 @@ def test_a_dump_is_read_in_the_kinds_of_the_table() -> None:
 def test_cluster_scope() -> None:
     assert {"Node", "PriorityClass", "DeviceTaintRule", "PersistentVolume"} <= CLUSTER_SCOPED
     assert not {"Pod", "PodGroup", "ResourceClaim", "PersistentVolumeClaim"} & CLUSTER_SCOPED
+
+
+def test_the_embedded_api_server_serves_every_watched_kind() -> None:
+    """So that the integration tests run a reflector of every kind: a kind
+    added to the table is served by apiserver/ too (one version suffices)."""
+    served = {r.key for r in (*BUILTIN, PODGROUP)}
+    served |= {native_podgroups(v).key for v in NATIVE_PODGROUP_VERSIONS}
+    for k in KINDS:
+        if k.watched:
+            assert any((k.group, v, k.plural) in served for v in k.versions), k.kind
