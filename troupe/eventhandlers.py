@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -52,8 +53,6 @@ log = logging.getLogger(__name__)
 SCHEDULING_GATES: Final = SchedulingGates.NAME
 # What takes one object's event: the object, and whether it was deleted.
 Handler = Callable[[Mapping[str, Any], bool], None]
-# The handlers that serve several kinds, told which one first.
-_OF_KIND: Final = frozenset({"on_volume_object", "on_dra_object"})
 
 
 class EventHandlers:
@@ -74,11 +73,13 @@ class EventHandlers:
         self.metrics = ctx.metrics
 
     def handler(self, kind: Kind) -> Handler:
-        """The handler its row of `troupe.api.kinds.KINDS` names for `kind`."""
+        """The handler its row of `troupe.api.kinds.KINDS` names for `kind`; a
+        handler of several kinds (its first parameter is `kind`) is told which."""
         if kind.handler is None:
             raise ValueError(f"{kind.kind} is not watched")
         method: Callable[..., None] = getattr(self, kind.handler)
-        return functools.partial(method, kind.kind) if kind.handler in _OF_KIND else method
+        first = next(iter(inspect.signature(method).parameters))
+        return functools.partial(method, kind.kind) if first == "kind" else method
 
     def handlers(self) -> dict[str, Handler]:
         """The event dispatch: every reflector's key (`troupe.api.kinds.WATCHED`)
