@@ -168,7 +168,6 @@ class PreemptionCandidate(Protocol):
     def victims(self) -> Sequence[Pod]: ...
 
 
-@runtime_checkable
 class GroupPreemptionPlugin(Plugin, Protocol):
     """Troupe's extension of PostFilter for gangs. A gang that cannot be placed
     preempts as one unit: the group cycle asks member by member for the victims
@@ -177,7 +176,12 @@ class GroupPreemptionPlugin(Plugin, Protocol):
     minMember fit together has each member's victims evicted (`prepare_member`).
     `priority` is the gang's (no victim may reach it); `taken`: the victims
     already chosen for earlier members; `within`: the only candidate nodes (the
-    gang's topology domain), None for all."""
+    gang's topology domain), None for all.
+
+    A PostFilter plugin serves gangs by subclassing it (the runtime looks at the
+    class hierarchy, never at which methods exist); a preemption plugin forwards
+    both to its troupe.framework.preemption Evaluator, which runs them with the
+    plugin's own victim selection (DefaultPreemption does)."""
 
     def member_candidate(
         self,

@@ -317,6 +317,10 @@ class Profile:
         self.post_filter: list[tuple[str, PostFilterPlugin]] = [
             (n, p) for n, p, _ in at("postFilter")
         ]
+        # The PostFilter plugins that preempt for gangs, in PostFilter's order.
+        self.group_preemption_plugins: dict[str, GroupPreemptionPlugin] = {
+            n: p for n, p, _ in at("postFilter") if GroupPreemptionPlugin in type(p).__mro__
+        }
         self.pre_score: list[tuple[str, PreScorePlugin]] = [(n, p) for n, p, _ in at("preScore")]
         self.scores: list[tuple[str, Any, ScoreExtensions | None, int]] = []
         for n, p, w in at("score"):
@@ -503,11 +507,9 @@ class Profile:
         return None, last
 
     def group_preemption(self) -> str | None:
-        """The PostFilter plugin that preempts for gangs (the first that can), if any."""
-        for name, p in self.post_filter:
-            if isinstance(p, GroupPreemptionPlugin):
-                return name
-        return None
+        """The PostFilter plugin that preempts for gangs (the first that
+        subclasses GroupPreemptionPlugin), if any."""
+        return next(iter(self.group_preemption_plugins), None)
 
     def run_member_preemption(
         self,
@@ -521,12 +523,9 @@ class Profile:
         """A gang member's preemption candidate from `plugin` (see
         GroupPreemptionPlugin), None if it has none; a plugin that raises is an
         error Status, as at every point."""
-        p = self.plugin(plugin)
+        p = self.group_preemption_plugins[plugin]
         try:
-            found: PreemptionCandidate | None = p.member_candidate(
-                state, pod, self, priority, taken, within
-            )
-            return found
+            return p.member_candidate(state, pod, self, priority, taken, within)
         except Exception as e:
             return self.errors.record(plugin, "PostFilter", pod, e)
 
@@ -534,7 +533,7 @@ class Profile:
         self, plugin: str, pod: Pod, candidate: PreemptionCandidate, gang: str
     ) -> Status:
         try:
-            self.plugin(plugin).prepare_member(pod, candidate, gang)
+            self.group_preemption_plugins[plugin].prepare_member(pod, candidate, gang)
         except Exception as e:
             return self.errors.record(plugin, "PostFilter", pod, e)
         return SUCCESS

@@ -34,6 +34,7 @@ from troupe.framework.filtering import FilterRunner
 from troupe.framework.fit import NodeSubset
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
+    GroupPreemptionPlugin,
     IntpArray,
     NodeToStatus,
     PluginArgsError,
@@ -114,7 +115,7 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return False
 
 
-class DefaultPreemption(PostFilterPlugin, Interface):
+class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):
     NAME: Final = NAME
 
     def __init__(self, handle: Handle, args: DefaultPreemptionArgs) -> None:
@@ -187,7 +188,7 @@ class DefaultPreemption(PostFilterPlugin, Interface):
     ) -> list[ScoreFunc] | None:
         return None  # kube-scheduler's default ranking
 
-    # ---- gangs (GroupPreemptionPlugin) ---------------------------------------------------
+    # ---- gangs (GroupPreemptionPlugin), served by the Evaluator ---------------------------
 
     def member_candidate(
         self,
