@@ -1,6 +1,8 @@
 """Event handling: cluster events into the cache, the queue and the plugins
 (kube-scheduler's eventhandlers.go), and the reports written on objects that
-cannot be read. A standby replica handles every event too (its cache stays
+cannot be read. Which handler takes a kind's events is its row of
+`troupe.api.kinds.KINDS` (`handlers`, the dispatch the operator and the
+simulator feed). A standby replica handles every event too (its cache stays
 warm) but writes nothing until it leads (`enable_writes`)."""
 
 from __future__ import annotations
