@@ -7,10 +7,12 @@ objects are namespaced, which of the event handlers takes its events (by the
 Everything else is made from the table: the reflectors' list and their order
 (`WATCHED`), API discovery of kinds served in one of several versions
 (`VERSIONED`), the event dispatch (`EventHandlers.handlers`), the simulator's
-intake (`SIMULATED`), and the ClusterRole's rules, which a test checks against
-it (a watched kind is read with get, list and watch, as kube-scheduler's
+intake (`SIMULATED`); the chart's ClusterRole is checked against it by a test
+(a watched kind is read with get, list and watch, as kube-scheduler's
 system:kube-scheduler role reads, plus the writes its row names). Adding a kind
-is one row, its parser and its handler.
+is one row, its parser and its handler; tests then ask for its ClusterRole
+rule, its line in docs/operations.md and, for the integration tests, the
+embedded API server's resource.
 
 Light: no client library is imported.
 """
