@@ -200,18 +200,18 @@ class Evaluator:
         nominated = nominated_rows(h.nominator, snap, pod, lambda k: lister.pod(k) is not None)
         local = profile.pre_filter_is_node_local(state)
         dry = DryRun(
-            state,
-            pod,
-            snap,
-            profile,
-            pdbs,
-            nominated,
-            local,
-            whole_gangs,
-            lister,
-            self.victims_of,
-            self._vectors,
-            h.isolated,
+            state=state,
+            pod=pod,
+            snap=snap,
+            profile=profile,
+            pdbs=pdbs,
+            nominated=nominated,
+            local=local,
+            whole_gangs=whole_gangs,
+            lister=lister,
+            victims_of=self.victims_of,
+            vectors=self._vectors,
+            isolated=h.isolated,
         )
         good: list[Candidate] = []
         violating: list[Candidate] = []
