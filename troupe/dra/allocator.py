@@ -278,7 +278,8 @@ def allocate(
     if not build and not taken and len(claims) == 1:
         lone = _lone_request(claims[0])
         if lone is not None:
-            _within_limit(claims[0], lone.count)
+            if lone.count > ALLOCATION_RESULTS_MAX:  # inline: Filter asks it per node
+                _within_limit(claims[0], lone.count)
             fits = _enough_free(store, claims[0], lone, slices, node, labels, released)
             if fits is not None:
                 return [] if fits else None
