@@ -36,7 +36,7 @@ import yaml
 from apiserver import ApiServer
 from apiserver.replica import Troupe, metrics_reader
 from troupe.dra.controller import claim_from_template, pending_template_claims, record_claim
-from troupe.simulate import load_objects
+from troupe.tools.simulate import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"

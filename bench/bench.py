@@ -28,12 +28,12 @@ from typing import Any
 
 from bench import workloads
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import default_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.volume_sim import VolumeControllers
+from troupe.tools.volume_sim import VolumeControllers
 
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn intervalMilliseconds: 200
 CHURN_CHECK_EVERY = 32  # scheduling cycles between two looks at the wall clock
@@ -55,7 +55,7 @@ class Case:
     zones: int = 3
     # "bound": each measured pod's claim is bound to a PV with zone node affinity;
     # "wffc": each has its own WaitForFirstConsumer claim, provisioned on the
-    # chosen node by the simulated provisioner (troupe.volume_sim) at PreBind
+    # chosen node by the simulated provisioner (troupe.tools.volume_sim) at PreBind
     volumes: str | None = None
     target_ms_per_group: float | None = None
     # >0: every node is filled with `running` low-priority pods of 900m and the

@@ -20,12 +20,12 @@ from typing import Any
 
 from bench import workloads
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import default_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
+from troupe.core.topology import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.topology import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 
 RACK = "troupe.dev/rack"
 BLOCK = "troupe.dev/block"

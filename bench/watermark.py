@@ -34,12 +34,12 @@ import numpy as np
 
 from bench import workloads
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler, ScheduleResult
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler, ScheduleResult
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "full (percentageOfNodesToScore 100)": {"percentageOfNodesToScore": 100},

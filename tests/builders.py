@@ -265,7 +265,7 @@ def make_node(name: str) -> NodeBuilder:
 
 def table_of(nodes: list[Node], pods: list[Pod] = ()):  # type: ignore[assignment]
     """A NodeTable holding `nodes` with `pods` (with spec.nodeName) charged."""
-    from troupe.snapshot import IsolatedCPU, NodeTable, pod_charge
+    from troupe.core.snapshot import IsolatedCPU, NodeTable, pod_charge
 
     t = NodeTable()
     for n in nodes:

@@ -13,14 +13,14 @@ from tests.unit.plugins.conftest import FakeLister
 from troupe.api.parse import parse_node, parse_pod
 from troupe.api.storage import parse_storage_object
 from troupe.api.types import Node, NodeName, Pod
-from troupe.cache import Cache
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
+from troupe.core.cache import Cache
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.snapshot import Snapshot
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterResult
 from troupe.framework.handle import Handle
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.snapshot import Snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from troupe import __version__
 
 if TYPE_CHECKING:
-    from troupe.simulate import SimulationResult
+    from troupe.tools.simulate import SimulationResult
 
 
 def _simulate(args: argparse.Namespace) -> int:
     from troupe.config import ConfigError, load_config
     from troupe.framework.runtime import ProfileError
     from troupe.plugins.registry import IN_TREE
-    from troupe.simulate import InputError, format_output, load_objects, simulate
+    from troupe.tools.simulate import InputError, format_output, load_objects, simulate
 
     if args.compare and args.config:
         print("troupe: --compare takes the two configurations; leave out --config", file=sys.stderr)
@@ -74,7 +74,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.explain_all:
         result.explain_top = None
     if args.output == "html":
-        from troupe.report import render_html
+        from troupe.tools.report import render_html
 
         out = render_html(result, objects)
     else:
@@ -97,8 +97,8 @@ def _print_compare(
 ) -> int:
     from pathlib import Path
 
-    from troupe.compare import ZONE_LABEL, compare, format_compare
-    from troupe.simulate import dump_output
+    from troupe.tools.compare import ZONE_LABEL, compare, format_compare
+    from troupe.tools.simulate import dump_output
 
     names = tuple(Path(p).stem for p in args.compare)
     if names[0] == names[1]:
@@ -112,7 +112,7 @@ def _print_compare(
         results[0], results[1], (names[0], names[1]), zones if any(zones.values()) else None
     )
     if args.output == "html":
-        from troupe.report import render_compare_html
+        from troupe.tools.report import render_compare_html
 
         out = render_compare_html(results, names, diff, objects)
     elif args.output == "table":
@@ -153,12 +153,12 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from troupe.config import ConfigError, load_config
+    from troupe.core.metrics import ServeError
     from troupe.framework.runtime import ProfileError
     from troupe.kube import KubeClient, load_api_client
-    from troupe.metrics import ServeError
-    from troupe.operator import run
+    from troupe.operator.main import run
+    from troupe.operator.serving import ServingConfigError, server_tls
     from troupe.plugins.registry import IN_TREE
-    from troupe.serving import ServingConfigError, server_tls
 
     try:
         config = load_config(args.config, IN_TREE)

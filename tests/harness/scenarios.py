@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from tests.builders import make_node, make_pod
 from tests.unit.dra_helpers import claim, device, device_class, request, slice_
-from troupe.simulate import load_objects
+from troupe.tools.simulate import load_objects
 
 CLASS: Final = "harness.troupe.dev/class"
 GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"

@@ -15,10 +15,10 @@ from kubernetes import client as k8s
 
 from apiserver import ApiServer
 from troupe.api.types import NodeName, PodKey
-from troupe.cluster import BindConflict, NotFound, NotLeader
-from troupe.events import ObjectRef
+from troupe.core.cluster import BindConflict, NotFound, NotLeader
+from troupe.core.recorder import ObjectRef
 from troupe.kube import ApiError, KubeClient, load_api_client
-from troupe.leader import LeaseConflict, LeaseRecord
+from troupe.operator.leader import LeaseConflict, LeaseRecord
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",

@@ -16,7 +16,7 @@ from apiserver.replica import Troupe, until
 from apiserver.resources import native_podgroups
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, bound
-from troupe.cluster import NotFound
+from troupe.core.cluster import NotFound
 from troupe.kube import KubeClient, discover_native_pod_groups
 
 NATIVE = "podgroups.scheduling.k8s.io"

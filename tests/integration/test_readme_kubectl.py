@@ -17,7 +17,7 @@ import pytest
 
 from apiserver import ApiServer, demo
 from apiserver.replica import REPO, Troupe, until
-from troupe.simulate import load_objects
+from troupe.tools.simulate import load_objects
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
 

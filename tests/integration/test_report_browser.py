@@ -18,7 +18,7 @@ from PIL import Image
 
 from tests.builders import make_node, make_pod
 from troupe.cli import main
-from troupe.report import _heat
+from troupe.tools.report import _heat
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

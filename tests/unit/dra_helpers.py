@@ -9,7 +9,7 @@ from typing import Any
 from tests.builders import make_node, make_pod
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import Simulation, SimulationResult
+from troupe.tools.simulate import Simulation, SimulationResult
 
 DRIVER = "gpu.example.com"
 API = "resource.k8s.io/v1"

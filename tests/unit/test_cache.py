@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from tests.builders import make_node, make_pod
 from troupe.api.parse import parse_pod
 from troupe.api.types import InvalidObject, NodeName, Pod, PodKey
-from troupe.cache import Cache, PodAlreadyInCache
-from troupe.clock import VirtualClock
-from troupe.snapshot import Snapshot
+from troupe.core.cache import Cache, PodAlreadyInCache
+from troupe.core.clock import VirtualClock
+from troupe.core.snapshot import Snapshot
 
 ISO = "troupe.dev/isolated-cpu"
 
@@ -381,7 +381,7 @@ def test_charge_dense_is_charge_for_many_pods(specs: list[Any], back: list[int])
     """NodeTable.charge_dense (preemption's dry runs) leaves the table exactly as
     `charge` pod by pod, sums beyond int64 included (it falls back there)."""
     from tests.builders import table_of
-    from troupe.snapshot import IsolatedCPU, pod_charge
+    from troupe.core.snapshot import IsolatedCPU, pod_charge
 
     nodes = [make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=110).build() for i in range(3)]
     pods: list[Pod] = []

@@ -386,7 +386,7 @@ def test_the_liveness_probe_outlasts_the_longest_cycle_leader_election_keeps() -
     """/livez is answered on the scheduling loop; a replica busy with one pod's
     cycle keeps its Lease for up to MAX_CYCLE_SECONDS, so the kubelet must not
     restart it sooner (the default probe failed after ~30 s)."""
-    from troupe.leader import MAX_CYCLE_SECONDS
+    from troupe.operator.leader import MAX_CYCLE_SECONDS
 
     (container,) = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"]
     probe = container["livenessProbe"]

@@ -25,10 +25,10 @@ from tests.unit.dra_helpers import (
     slice_,
     template,
 )
-from troupe import simulate as simulate_module
 from troupe.config.decode import parse_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import Simulation
+from troupe.tools import simulate as simulate_module
+from troupe.tools.simulate import Simulation
 
 
 def fabric_gpu(name: str) -> dict[str, Any]:

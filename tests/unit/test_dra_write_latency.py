@@ -30,12 +30,12 @@ from tests.unit.dra_helpers import (
     slice_,
     template,
 )
-from troupe import simulate as simulate_module
 from troupe.config import default_config
 from troupe.dra.store import DeviceStore
 from troupe.dra.types import DeviceID, ResourceClaim, parse_dra_object
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import Simulation
+from troupe.tools import simulate as simulate_module
+from troupe.tools.simulate import Simulation
 
 WRITE_LATENCY = 0.2
 POD_EVERY = 0.05
@@ -249,7 +249,7 @@ def test_a_bind_made_but_answered_409_keeps_the_pods_claim() -> None:
     read back is bound where Troupe bound it, so the bind was ours. Unreserve
     took the claim back from a pod that runs (found by the live harness: 9 pods
     bound on 8 GPUs, one bound with its claim deallocated)."""
-    from troupe.cluster import BindConflict
+    from troupe.core.cluster import BindConflict
 
     sim = Simulation([device_class(), *one_gpu_nodes(2), *gpu_pods(1)], default_config(IN_TREE))
     bind = sim.cluster.bind

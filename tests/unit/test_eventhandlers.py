@@ -11,11 +11,11 @@ import pytest
 from tests.builders import make_node
 from troupe.api.kinds import KINDS, WATCHED, Kind
 from troupe.api.types import GroupKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import default_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
 
 
 def scheduler() -> Scheduler:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from troupe.events import COMBINED_PREFIX, Create, EventRecorder, ObjectRef, Patch
+from troupe.core.recorder import COMBINED_PREFIX, Create, EventRecorder, ObjectRef, Patch
 
 POD = ObjectRef("Pod", "ml", "w-0", "uid-1", "v1", "42")
 

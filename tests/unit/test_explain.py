@@ -13,7 +13,7 @@ from tests.builders import make_node, make_pod
 from troupe.cli import main
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import simulate
+from troupe.tools.simulate import simulate
 
 
 def cluster() -> list[dict[str, Any]]:
@@ -180,9 +180,9 @@ def test_the_explanation_written_on_a_pending_pod_does_not_make_it_try_again() -
     import asyncio
     from dataclasses import replace
 
-    from troupe.clock import VirtualClock
-    from troupe.cluster import InMemoryCluster
-    from troupe.scheduler import Scheduler
+    from troupe.core.clock import VirtualClock
+    from troupe.core.cluster import InMemoryCluster
+    from troupe.core.scheduler import Scheduler
 
     config = default_config(IN_TREE)
     config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
@@ -267,9 +267,9 @@ def test_a_member_of_a_gang_that_could_not_be_placed_is_pending_with_the_gangs_r
 def live_scheduler(**troupe: Any) -> tuple[Any, Any]:
     from dataclasses import replace
 
-    from troupe.clock import VirtualClock
-    from troupe.cluster import InMemoryCluster
-    from troupe.scheduler import Scheduler
+    from troupe.core.clock import VirtualClock
+    from troupe.core.cluster import InMemoryCluster
+    from troupe.core.scheduler import Scheduler
 
     config = default_config(IN_TREE)
     config = replace(config, troupe=replace(config.troupe, explain_enabled=True, **troupe))
@@ -389,7 +389,7 @@ def test_the_annotations_fit_whatever_the_names_reasons_and_the_pods_own_annotat
     """Worst cases: every rejected node with a reason of its own, long; the pod
     already carrying 200 KiB of annotations; then nearly 256 KiB (nothing fits:
     nothing is written rather than a write the API refuses)."""
-    from troupe.explain import Explanation, simulator_annotations
+    from troupe.core.explain import Explanation, simulator_annotations
 
     filters = ["NodeUnschedulable", "NodeResourcesFit", "TaintToleration"]
     ex = Explanation(pod="default/p", attempt=1, nodes=5000, outcome="placed on x", chosen=None)

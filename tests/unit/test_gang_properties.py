@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.builders import make_node, make_pod
 from troupe.config import default_config, parse_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import Simulation, simulate
+from troupe.tools.simulate import Simulation, simulate
 
 EXAMPLES = int(os.environ.get("TROUPE_SWEEP", "300"))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from troupe.config import default_config, load_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import load_objects, simulate
+from troupe.tools.simulate import load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gang"
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from troupe.clock import VirtualClock
-from troupe.leader import CycleWatch, InMemoryLeases, LeaderElector, LeaseRecord
+from troupe.core.clock import VirtualClock
+from troupe.operator.leader import CycleWatch, InMemoryLeases, LeaderElector, LeaseRecord
 
 
 async def step(clock: VirtualClock, seconds: float, dt: float = 0.5) -> None:

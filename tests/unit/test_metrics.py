@@ -18,14 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.builders import make_node, make_pod
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import default_config
-from troupe.metrics import HealthChecks, Metrics, run_checks
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.metrics import HealthChecks, Metrics, run_checks
+from troupe.core.scheduler import Scheduler
+from troupe.operator.serving import DelegatingAuth, server_tls
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.serving import DelegatingAuth, server_tls
-from troupe.simulate import Simulation, load_objects
+from troupe.tools.simulate import Simulation, load_objects
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

@@ -13,14 +13,14 @@ import pytest
 from tests.builders import make_node, make_pod
 from troupe.api.parse import parse_pod, parse_pod_group
 from troupe.api.types import GroupKey, InvalidObject, PodGroup, PodKey, split_group_key
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import default_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.framework.status import Code
 from troupe.plugins.coscheduling.status import compute_native_status
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.simulate import load_objects, simulate
+from troupe.tools.simulate import load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "gang"
 TRAIN = GroupKey("scheduling.k8s.io/default/train")

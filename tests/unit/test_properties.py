@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.builders import make_node, make_pod
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import simulate
+from troupe.tools.simulate import simulate
 
 nodes_st = st.lists(
     st.tuples(

@@ -12,7 +12,13 @@ import pytest
 
 from tests.builders import make_pod
 from troupe.api.types import Pod
-from troupe.clock import VirtualClock
+from troupe.core.clock import VirtualClock
+from troupe.core.queue import (
+    MAX_INFLIGHT_EVENTS,
+    FifoFallback,
+    QueueStats,
+    SchedulingQueue,
+)
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,
@@ -22,12 +28,6 @@ from troupe.framework.events import (
 )
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.status import SUCCESS, Code, Status
-from troupe.queue import (
-    MAX_INFLIGHT_EVENTS,
-    FifoFallback,
-    QueueStats,
-    SchedulingQueue,
-)
 
 NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD)
 NODE_TAINT = ClusterEvent(EventResource.NODE, ActionType.UPDATE_NODE_TAINT)
@@ -310,7 +310,7 @@ def test_move_on_event_follows_the_hints(
 def test_failing_hint_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     q = make_queue(hints=FIT_HINTS)
     parked(q, "p", "Broken")
-    with caplog.at_level(logging.ERROR, logger="troupe.queue"):
+    with caplog.at_level(logging.ERROR, logger="troupe.core.queue"):
         assert q.move_on_event(NODE_ADD, None, None) == 1
     assert "queueing hint of Broken failed for pod default/p" in caplog.text
 

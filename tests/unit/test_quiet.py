@@ -19,11 +19,11 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
 
 
 class EchoCluster(InMemoryCluster):

@@ -8,12 +8,12 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from troupe.api.types import NodeName, PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import BindConflict, InMemoryCluster
 from troupe.config import default_config, parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import BindConflict, InMemoryCluster
+from troupe.core.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,16 @@ from typing import Any
 
 from tests.builders import SCHEDULER, make_node, make_pod
 from troupe.api.types import Pod, PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import YIELD_AFTER_SECONDS, Scheduler
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterResult
 from troupe.framework.handle import Handle
 from troupe.framework.interface import FilterPlugin, IntpArray
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import YIELD_AFTER_SECONDS, Scheduler
-from troupe.snapshot import NodeTable
 
 # What filtering one pod takes: claims with many distinct CEL selectors, say.
 HEAVY_SECONDS = 0.5

@@ -1,4 +1,4 @@
-"""The secure port (troupe.serving through Metrics.serve): TLS, authentication
+"""The secure port (troupe.operator.serving through Metrics.serve): TLS, authentication
 by TokenReview, authorization by SubjectAccessReview, as kube-scheduler's
 delegating authn/authz answer; the API server is a fake Reviewer and the
 caches' clock a fake one."""
@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 import trustme
 
-from troupe.metrics import Metrics
-from troupe.serving import PAIR_NAME, DelegatingAuth, ServingConfigError, server_tls
+from troupe.core.metrics import Metrics
+from troupe.operator.serving import PAIR_NAME, DelegatingAuth, ServingConfigError, server_tls
 
 
 @dataclass

@@ -13,7 +13,7 @@ from tests.builders import make_node, make_pod
 from troupe.cli import main
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import InputError, format_table, load_objects, simulate
+from troupe.tools.simulate import InputError, format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "sim"
 
@@ -173,7 +173,7 @@ def test_json_logs() -> None:
     from troupe.cli import JsonFormatter
 
     rec = logging.LogRecord(
-        "troupe.scheduler",
+        "troupe.core.scheduler",
         logging.INFO,
         __file__,
         1,
@@ -182,7 +182,7 @@ def test_json_logs() -> None:
         None,
     )
     out = _json.loads(JsonFormatter().format(rec))
-    assert out["level"] == "INFO" and out["logger"] == "troupe.scheduler"
+    assert out["level"] == "INFO" and out["logger"] == "troupe.core.scheduler"
     assert out["msg"] == "pod default/p is unschedulable: 0/1 nodes"
 
 

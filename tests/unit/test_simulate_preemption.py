@@ -11,7 +11,7 @@ import pytest
 
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import InputError, Simulation, format_table, load_objects, simulate
+from troupe.tools.simulate import InputError, Simulation, format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "preemption"
 

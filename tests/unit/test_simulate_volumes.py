@@ -12,7 +12,7 @@ import pytest
 from troupe.cli import main
 from troupe.config import default_config
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import format_table, load_objects, simulate
+from troupe.tools.simulate import format_table, load_objects, simulate
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "volumes"
 

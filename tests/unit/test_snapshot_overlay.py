@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.builders import make_node, make_pod, table_of
 from troupe.api.types import IsolatedCPU, LabelSelector, Requirement, SelectorOp
-from troupe.snapshot import NodeTable, PodMatcher, pod_charge
+from troupe.core.snapshot import NodeTable, PodMatcher, pod_charge
 
 
 def state(t: NodeTable) -> tuple[Any, ...]:

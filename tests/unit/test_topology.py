@@ -16,9 +16,7 @@ from tests.builders import make_node, make_pod, table_of
 from troupe.api.parse import parse_pod_group
 from troupe.api.types import PodGroup
 from troupe.config import default_config
-from troupe.plugins.registry import IN_TREE
-from troupe.simulate import simulate
-from troupe.topology import (
+from troupe.core.topology import (
     PREFERRED_ANNOTATION,
     REQUIRED_ANNOTATION,
     TopologyError,
@@ -26,6 +24,8 @@ from troupe.topology import (
     domains,
     topology_of,
 )
+from troupe.plugins.registry import IN_TREE
+from troupe.tools.simulate import simulate
 
 RACK = "troupe.dev/rack"
 BLOCK = "troupe.dev/block"
@@ -336,7 +336,7 @@ def test_a_required_gang_never_spans_two_racks_nor_runs_below_quorum(
 
 
 def test_the_domain_is_said_in_the_output_the_status_and_an_event() -> None:
-    from troupe.simulate import format_output
+    from troupe.tools.simulate import format_output
 
     nodes = [node(f"n{i}", f"r{i % 2}") for i in range(4)]
     pg = native([{"key": RACK}])

@@ -1,4 +1,4 @@
-"""troupe.topology over random fabrics (blocks of racks of nodes, some nodes
+"""troupe.core.topology over random fabrics (blocks of racks of nodes, some nodes
 unlabelled or loaded): every domain's nodes share its values and every node
 with them is in it, per-domain sums are the sums of their nodes, a rack always
 lies within one block, where a group runs is the narrowest level its members
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.builders import make_node, make_pod, table_of
 from troupe.api.types import Node
-from troupe.snapshot import NO_VALUE, NodeTable
-from troupe.topology import (
+from troupe.core.snapshot import NO_VALUE, NodeTable
+from troupe.core.topology import (
     DomainSet,
     TopologySpec,
     allocation_score,

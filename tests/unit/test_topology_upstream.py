@@ -12,8 +12,8 @@ import pytest
 
 from tests.builders import make_node, make_pod, table_of
 from troupe.api.types import Node, Pod
-from troupe.snapshot import NodeTable
-from troupe.topology import (
+from troupe.core.snapshot import NodeTable
+from troupe.core.topology import (
     TopologyError,
     TopologySpec,
     allocation_score,

@@ -1,5 +1,5 @@
 """Pods with volumes through the whole scheduler, with the in-memory cluster and
-the simulated PV controller and provisioner (troupe.volume_sim)."""
+the simulated PV controller and provisioner (troupe.tools.volume_sim)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from tests.builders import make_node, make_pod
 from tests.volume_builders import pv, pvc, storage_class, with_claims
 from troupe.api.storage import ANN_SELECTED_NODE
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.volume_sim import VolumeControllers
+from troupe.tools.volume_sim import VolumeControllers
 
 FAST = storage_class("fast", provisioner="csi.example.com")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.volume_builders import pv, pvc
 from troupe.api.storage import PersistentVolume, PersistentVolumeClaim, parse_storage_object
-from troupe.volumes import VolumeStore
+from troupe.core.volumes import VolumeStore
 
 
 def parsed(obj: dict[str, Any]) -> Any:

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from troupe.simulate import load_objects
-from troupe.yamlio import load_yaml_documents
+from troupe.api.yamlio import load_yaml_documents
+from troupe.tools.simulate import load_objects
 
 
 def libyaml(text: str) -> tuple[str, Any]:

@@ -8,6 +8,7 @@ default plugin sets, multiPoint merged and expanded per extension point),
 across profiles). `decode` opens with the file's format and the rules.
 """
 
+from troupe.api.yamlio import FAST_PARSER, MAX_YAML_DEPTH, load_yaml_documents
 from troupe.config.decode import default_config, load_config, parse_config
 from troupe.config.types import (
     API_VERSION,
@@ -21,7 +22,6 @@ from troupe.config.types import (
     SchedulerConfig,
     TroupeSettings,
 )
-from troupe.yamlio import FAST_PARSER, MAX_YAML_DEPTH, load_yaml_documents
 
 __all__ = [
     "API_VERSION",

@@ -83,6 +83,7 @@ from typing import Any, Final
 import yaml
 
 from troupe.api.duration import parse_duration
+from troupe.api.yamlio import BoundedLoader
 from troupe.config.defaults import profile_config
 from troupe.config.readers import (
     finite,
@@ -109,7 +110,6 @@ from troupe.framework.features import GATES, Features
 from troupe.framework.interface import (
     PluginSpec,
 )
-from troupe.yamlio import BoundedLoader
 
 log = logging.getLogger(__name__)
 

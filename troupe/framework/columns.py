@@ -19,8 +19,8 @@ from troupe.api.types import (
     TaintEffect,
     Toleration,
 )
+from troupe.core.snapshot import NodeTable
 from troupe.framework.interface import BoolArray, IntpArray
-from troupe.snapshot import NodeTable
 
 
 def _ids(nodes: NodeTable, key: str, values: tuple[str, ...]) -> list[int]:

@@ -19,8 +19,8 @@ from troupe.framework.cycle_state import CycleState
 from troupe.framework.status import Code, Status
 
 if TYPE_CHECKING:
+    from troupe.core.snapshot import NodeTable
     from troupe.framework.interface import PreFilterResult
-    from troupe.snapshot import NodeTable
 
 BoolArray = npt.NDArray[np.bool_]
 IntpArray = npt.NDArray[np.intp]

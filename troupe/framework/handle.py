@@ -23,8 +23,11 @@ from troupe.api.types import (
     PodGroup,
     PodKey,
 )
-from troupe.clock import Clock
-from troupe.cluster import ClusterClient
+from troupe.core.clock import Clock
+from troupe.core.cluster import ClusterClient
+from troupe.core.metrics import Metrics
+from troupe.core.snapshot import NodeTable
+from troupe.core.volumes import VolumeStore
 from troupe.dra.store import DeviceStore
 from troupe.framework.events import ClusterEvent
 from troupe.framework.features import Features
@@ -32,9 +35,6 @@ from troupe.framework.filtering import FilterRunner
 from troupe.framework.nominator import Nominator
 from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.metrics import Metrics
-from troupe.snapshot import NodeTable
-from troupe.volumes import VolumeStore
 
 # Called with (event, old object or None, new object or None) for every cluster
 # event the scheduler receives, after the cache has been updated: the analogue

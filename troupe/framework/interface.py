@@ -33,8 +33,8 @@ from troupe.framework.fit import NodeSubset
 from troupe.framework.status import Status
 
 if TYPE_CHECKING:
+    from troupe.core.snapshot import NodeTable
     from troupe.framework.handle import Handle
-    from troupe.snapshot import NodeTable
 
 BoolArray = npt.NDArray[np.bool_]
 Int64Array = npt.NDArray[np.int64]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from troupe.api.types import NodeName, Pod, PodKey
 
 if TYPE_CHECKING:
-    from troupe.snapshot import NodeTable
+    from troupe.core.snapshot import NodeTable
 
 
 class Nominator:

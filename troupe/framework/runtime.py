@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import numpy as np
 
 from troupe.api.types import NodeName, Pod, PodKey
+from troupe.core.snapshot import NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ClusterEventWithHint
 from troupe.framework.filtering import FilterOutcome, FilterResult, FilterStep
@@ -59,10 +60,9 @@ from troupe.framework.interface import (
 )
 from troupe.framework.status import SUCCESS, Code, Status
 from troupe.framework.waiting_pods import WaitingPod
-from troupe.snapshot import NodeTable, pod_charge
 
 if TYPE_CHECKING:
-    from troupe.metrics import Metrics
+    from troupe.core.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 
 from troupe.api.types import GroupKey, NodeName, Pod, PodKey
-from troupe.clock import Clock, TimerHandle
+from troupe.core.clock import Clock, TimerHandle
 from troupe.framework.status import SUCCESS, Code, Status
 
 

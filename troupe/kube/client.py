@@ -44,8 +44,8 @@ from troupe.api.types import (
     PodKey,
     split_group_key,
 )
-from troupe.cluster import BindConflict, NotFound
-from troupe.events import Create, EventRecorder, ObjectRef
+from troupe.core.cluster import BindConflict, NotFound
+from troupe.core.recorder import Create, EventRecorder, ObjectRef
 from troupe.kube.credentials import Credentials, credentials_of, default_identity
 from troupe.kube.errors import api_error, typed
 from troupe.kube.lease import KubeLease
@@ -220,7 +220,7 @@ class KubeClient:
     async def record_event(
         self, obj: ObjectRef, event_type: str, reason: str, message: str, action: str = ""
     ) -> None:
-        """Write an Event as client-go's recorder does (see troupe/events.py):
+        """Write an Event as client-go's recorder does (see troupe/core/recorder.py):
         a repeat patches the existing Event's count; bursts are dropped."""
         if self.fence is not None and not self.fence():
             return  # a standby or a former leader writes nothing
@@ -437,7 +437,7 @@ class KubeClient:
                 raise NotFound(pod) from None
             raise api_error(e) from None
 
-    # ---- Reviewer (troupe.serving: who may read the metrics port) ----------------
+    # ---- Reviewer (troupe.operator.serving: who may read the metrics port) ----------------
 
     async def review_token(self, token: str) -> Mapping[str, Any]:
         """The status of a TokenReview of `token`, made with this client's own

@@ -1,5 +1,5 @@
 """Errors of the API, mapped once from the HTTP status: callers catch types
-(`NotFound`, `Conflict`, `BindConflict` from troupe.cluster, `ApiError` for
+(`NotFound`, `Conflict`, `BindConflict` from troupe.core.cluster, `ApiError` for
 the rest), never read messages."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 from kubernetes import client as k8s
 
-from troupe.cluster import Conflict, NotFound
+from troupe.core.cluster import Conflict, NotFound
 
 
 class Gone(Exception):

@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from troupe.kube.transport import Lane
-from troupe.leader import LeaseConflict, LeaseRecord
+from troupe.operator.leader import LeaseConflict, LeaseRecord
 
 
 class KubeLease:

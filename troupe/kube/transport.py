@@ -21,7 +21,7 @@ import yarl
 from kubernetes import client as k8s
 from kubernetes.client.rest import should_bypass_proxies
 
-from troupe.cluster import NotLeader
+from troupe.core.cluster import NotLeader
 from troupe.kube.errors import Gone, NotServed
 
 log = logging.getLogger(__name__)

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from troupe.api.names import is_scalar_resource
 from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, IsolatedCPU, Pod
+from troupe.core.snapshot import NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
@@ -45,7 +46,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Status
-from troupe.snapshot import NodeTable, pod_charge
 
 Float64Array = npt.NDArray[np.float64]
 

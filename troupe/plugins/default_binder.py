@@ -9,7 +9,7 @@ from typing import Any, Final, Self
 __all__ = ["BIND_CONFLICT", "DefaultBinder"]
 
 from troupe.api.types import NodeName, Pod
-from troupe.cluster import BIND_CONFLICT, BindConflict, NotFound
+from troupe.core.cluster import BIND_CONFLICT, BindConflict, NotFound
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import BindPlugin

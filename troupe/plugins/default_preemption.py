@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterRunner
 from troupe.framework.fit import NodeSubset
@@ -53,7 +54,6 @@ from troupe.framework.preemption import (
     nominated_node,
 )
 from troupe.framework.status import Code, Status
-from troupe.snapshot import NodeTable
 
 NAME: Final = "DefaultPreemption"
 

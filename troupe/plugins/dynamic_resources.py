@@ -40,7 +40,9 @@ from typing import Any, Final
 from troupe.api.duration import parse_duration
 from troupe.api.selectors import node_selector_matches
 from troupe.api.types import InvalidObject, Pod, PodGroup, PodKey
-from troupe.cluster import Conflict, NotFound
+from troupe.core.cluster import Conflict, NotFound
+from troupe.core.recorder import ObjectRef, rfc3339
+from troupe.core.snapshot import NodeTable
 from troupe.dra.allocator import CANNOT_ALLOCATE, AllocationError, allocate
 from troupe.dra.extended import (
     ExtendedRequest,
@@ -59,7 +61,6 @@ from troupe.dra.types import (
     ResourceClaim,
     parse_dra_object,
 )
-from troupe.events import ObjectRef, rfc3339
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -83,7 +84,6 @@ from troupe.framework.interface import (
     TrialChargePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
-from troupe.snapshot import NodeTable
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ from typing import Final
 import numpy as np
 
 from troupe.api.types import Pod
+from troupe.core.snapshot import ImageIndex, NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
@@ -38,7 +39,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Status
-from troupe.snapshot import ImageIndex, NodeTable
 
 MB: Final = 1024 * 1024
 MIN_THRESHOLD: Final = 23 * MB

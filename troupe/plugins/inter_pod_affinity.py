@@ -18,6 +18,7 @@ from typing import Any, Final, Self
 import numpy as np
 
 from troupe.api.types import LabelSelector, Pod, PodAffinityTerm, Requirement
+from troupe.core.snapshot import NodeTable, PodMatcher, term_matcher
 from troupe.framework.columns import at_domain, domain_ids, per_domain_sum
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
@@ -42,7 +43,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import NodeTable, PodMatcher, term_matcher
 
 ERR_REASON_EXISTING_ANTI_AFFINITY: Final = (
     "node(s) didn't satisfy existing pods anti-affinity rules"

@@ -25,6 +25,7 @@ from troupe.api.types import (
     PreferredSchedulingTerm,
     SelectorOp,
 )
+from troupe.core.snapshot import NodeTable
 from troupe.framework.columns import map_selector_mask, node_selector_mask, term_mask
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
@@ -49,7 +50,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import NodeTable
 
 ERR_REASON_POD: Final = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED: Final = "node(s) didn't match scheduler-enforced node affinity"

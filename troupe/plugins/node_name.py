@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from troupe.api.types import Pod
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -23,7 +24,6 @@ from troupe.framework.interface import (
     PreFilterResult,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import NodeTable
 
 ERR_REASON: Final = "node(s) didn't match the requested node name"
 

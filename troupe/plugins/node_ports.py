@@ -12,6 +12,7 @@ from typing import Any, Final
 import numpy as np
 
 from troupe.api.types import HostPort, Pod
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -30,7 +31,6 @@ from troupe.framework.interface import (
     PreFilterResult,
 )
 from troupe.framework.status import SKIP, SUCCESS, Status
-from troupe.snapshot import NodeTable
 
 ERR_REASON: Final = "node(s) didn't have free ports for the requested pod ports"
 _STATE_KEY: Final = "PreFilterNodePorts"

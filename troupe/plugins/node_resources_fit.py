@@ -57,6 +57,7 @@ from troupe.api.types import (
     Node,
     Pod,
 )
+from troupe.core.snapshot import NodeTable, pod_charge
 from troupe.dra.extended import class_for, is_dra_extended_resource
 from troupe.dra.store import DeviceStore
 from troupe.framework.cycle_state import CycleState
@@ -95,7 +96,6 @@ from troupe.plugins.helper import (
 )
 from troupe.plugins.helper import int_field as _int_field
 from troupe.plugins.helper import round_half_up as _round_half_up
-from troupe.snapshot import NodeTable, pod_charge
 
 # ---- reasons (kube-scheduler's text) ---------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from troupe.api.types import Node, Pod, Taint, TaintEffect
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -27,7 +28,6 @@ from troupe.framework.interface import (
     NoArgs,
 )
 from troupe.framework.status import Code
-from troupe.snapshot import NodeTable
 
 ERR_REASON_UNSCHEDULABLE: Final = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT: Final = Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE)

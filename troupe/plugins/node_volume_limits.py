@@ -38,6 +38,8 @@ from troupe.api.storage import (
     pod_volumes,
 )
 from troupe.api.types import Pod
+from troupe.core.snapshot import NodeTable
+from troupe.core.volumes import VolumeStore
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -58,8 +60,6 @@ from troupe.framework.interface import (
 )
 from troupe.framework.nominator import Nominator
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import NodeTable
-from troupe.volumes import VolumeStore
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: Final = "node(s) exceed max volume count"
 _STATE_KEY: Final = "PreFilterNodeVolumeLimits"

@@ -32,6 +32,7 @@ from troupe.api.types import (
     SelectorOp,
     TopologySpreadConstraint,
 )
+from troupe.core.snapshot import MATCH_NOTHING, NodeTable, PodMatcher
 from troupe.framework.columns import (
     at_domain,
     domain_ids,
@@ -63,7 +64,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import MATCH_NOTHING, NodeTable, PodMatcher
 
 ERR_REASON_CONSTRAINTS_NOT_MATCH: Final = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH: Final = ERR_REASON_CONSTRAINTS_NOT_MATCH + (

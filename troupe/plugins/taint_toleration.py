@@ -14,6 +14,7 @@ from typing import Any, Final
 import numpy as np
 
 from troupe.api.types import Node, Pod, Taint, TaintEffect, Toleration
+from troupe.core.snapshot import NodeTable
 from troupe.framework.columns import hard_taint_columns
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
@@ -36,7 +37,6 @@ from troupe.framework.interface import (
     ScorePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.snapshot import NodeTable
 
 HARD_EFFECTS: Final = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 _STATE_KEY: Final = "PreScoreTaintToleration"

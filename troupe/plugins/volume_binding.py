@@ -64,6 +64,8 @@ from troupe.api.storage import (
     pod_volumes,
 )
 from troupe.api.types import LabelSelector, NodeName, Pod, PodKey
+from troupe.core.snapshot import NodeTable
+from troupe.core.volumes import VolumeStore, claim_ref_body
 from troupe.framework.columns import node_selector_mask, requirement_mask
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
@@ -99,8 +101,6 @@ from troupe.plugins.helper import (
     scaled,
     shape_table,
 )
-from troupe.snapshot import NodeTable
-from troupe.volumes import VolumeStore, claim_ref_body
 
 log = logging.getLogger(__name__)
 

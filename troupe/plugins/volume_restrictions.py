@@ -37,6 +37,8 @@ from troupe.api.storage import (
     pod_volumes,
 )
 from troupe.api.types import Pod, PodKey
+from troupe.core.snapshot import NodeTable
+from troupe.core.volumes import VolumeStore
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -57,8 +59,6 @@ from troupe.framework.interface import (
     PreFilterResult,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, unresolvable
-from troupe.snapshot import NodeTable
-from troupe.volumes import VolumeStore
 
 ERR_REASON_DISK_CONFLICT: Final = "node(s) had no available disk"
 ERR_REASON_RWOP_CONFLICT: Final = (

@@ -25,6 +25,8 @@ from troupe.api.storage import (
     pod_volumes,
 )
 from troupe.api.types import Pod
+from troupe.core.snapshot import NodeTable
+from troupe.core.volumes import VolumeStore
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -44,8 +46,6 @@ from troupe.framework.interface import (
     PreFilterResult,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
-from troupe.snapshot import NodeTable
-from troupe.volumes import VolumeStore
 
 ERR_REASON_CONFLICT: Final = "node(s) had no available volume zone"
 BETA_ZONE: Final = "failure-domain.beta.kubernetes.io/zone"

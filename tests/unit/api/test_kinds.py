@@ -12,7 +12,7 @@ from troupe.api.kinds import (
     WATCHED,
     object_kind,
 )
-from troupe.eventhandlers import EventHandlers
+from troupe.core.eventhandlers import EventHandlers
 
 
 def test_every_handler_named_is_an_event_handler() -> None:

@@ -12,16 +12,16 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from troupe.api.types import PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.framework.runtime import INTERNAL_ERROR, plugin_error_message
 from troupe.framework.status import SUCCESS
 from troupe.plugins.inter_pod_affinity import InterPodAffinity
 from troupe.plugins.node_resources_fit import NodeResourcesFit
 from troupe.plugins.pod_topology_spread import PodTopologySpread
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
 
 
 def boom(*_: Any, **__: Any) -> Any:

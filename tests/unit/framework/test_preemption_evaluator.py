@@ -14,6 +14,8 @@ from tests.builders import make_node, make_pod
 from tests.unit.test_preemption import Harness, gang_member, pod_group
 from troupe.api.types import NodeName, Pod, PodKey
 from troupe.config import parse_config
+from troupe.core.scheduler import Scheduler
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterRunner
 from troupe.framework.fit import NodeSubset
@@ -35,8 +37,6 @@ from troupe.framework.preemption import (
 )
 from troupe.framework.status import Code, Status
 from troupe.plugins.registry import IN_TREE
-from troupe.scheduler import Scheduler
-from troupe.snapshot import NodeTable
 
 PREEMPTIBLE: Final = "example.com/preemptible"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.builders import make_pod
 from troupe.api.parse import parse_pod
 from troupe.api.types import Pod, PodKey, pod_group_key
-from troupe.clock import VirtualClock
+from troupe.core.clock import VirtualClock
 from troupe.framework.waiting_pods import WaitingPod, WaitingPods
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from troupe.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
@@ -20,7 +21,6 @@ from troupe.framework.interface import (
     ScoreExtensions,
 )
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.snapshot import NodeTable
 
 
 class FakeLister:

@@ -10,7 +10,7 @@ from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import FakeLister, make_handle
 from troupe.api.parse import parse_pod_group
 from troupe.api.types import NodeName, Pod, PodGroup
-from troupe.clock import VirtualClock
+from troupe.core.clock import VirtualClock
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle
 from troupe.framework.interface import NodeToStatus, PluginArgsError, QueuedPodInfo

@@ -15,7 +15,7 @@ from troupe.config import default_config
 from troupe.framework.events import QueueingHint
 from troupe.plugins.dynamic_resources import DynamicResources
 from troupe.plugins.registry import DEFAULT_MULTI_POINT, IN_TREE
-from troupe.simulate import simulate
+from troupe.tools.simulate import simulate
 
 
 def claiming(name: str, *claims: dict[str, Any], status: Any = None) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from tests.builders import PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
 from troupe.api.parse import parse_node
 from troupe.api.types import InvalidObject, Node
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.image_locality import ImageLocality, normalized_image_name, pod_images
-from troupe.snapshot import NodeTable
 
 MB = 1024 * 1024
 

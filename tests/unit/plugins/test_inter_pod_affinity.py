@@ -17,7 +17,7 @@ from troupe.plugins.inter_pod_affinity import (
     InterPodAffinity,
 )
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import simulate
+from troupe.tools.simulate import simulate
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

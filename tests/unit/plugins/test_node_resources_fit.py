@@ -23,6 +23,7 @@ from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_o
 from tests.unit.plugins.conftest import make_handle, run_filter, run_score
 from troupe.api.parse import parse_node
 from troupe.api.types import InvalidObject, IsolatedCPU, Pod
+from troupe.core.snapshot import NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -37,7 +38,6 @@ from troupe.plugins.node_resources_fit import (
     NodeResourcesFit,
     ShapePoint,
 )
-from troupe.snapshot import NodeTable, pod_charge
 
 EXT_A = "example.com/aaa"
 EXT_B = "example.com/bbb"

@@ -13,6 +13,7 @@ from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_filter, run_score
 from troupe.api.parse import parse_label_selector
 from troupe.config import default_config
+from troupe.core.snapshot import PodMatcher
 from troupe.framework.interface import PluginArgsError
 from troupe.plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH,
@@ -20,8 +21,7 @@ from troupe.plugins.pod_topology_spread import (
     PodTopologySpread,
 )
 from troupe.plugins.registry import IN_TREE
-from troupe.simulate import simulate
-from troupe.snapshot import PodMatcher
+from troupe.tools.simulate import simulate
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -299,9 +299,9 @@ def test_no_do_not_schedule_violation_and_counts_stay_exact(
 )
 def test_incremental_counts_equal_recounting(ops: list[tuple[int, str, bool]]) -> None:
     from troupe.api.types import NodeName, PodKey
-    from troupe.cache import Cache
-    from troupe.clock import VirtualClock
-    from troupe.snapshot import Snapshot
+    from troupe.core.cache import Cache
+    from troupe.core.clock import VirtualClock
+    from troupe.core.snapshot import Snapshot
 
     cache = Cache(VirtualClock())
     for n in NODES:
@@ -405,8 +405,8 @@ def test_system_defaults_end_to_end() -> None:
 def test_default_selector_from_workloads() -> None:
     from troupe.api.parse import parse_workload
     from troupe.api.types import Workload
-    from troupe.cache import Cache
-    from troupe.clock import VirtualClock
+    from troupe.core.cache import Cache
+    from troupe.core.clock import VirtualClock
 
     c = Cache(VirtualClock())
     for obj in (

@@ -26,9 +26,9 @@ from tests.builders import NodeBuilder, PodBuilder, make_node, make_pod, table_o
 from tests.unit.plugins.conftest import make_handle
 from tests.unit.plugins.upstream_helpers import expr, pod_term, pref_affinity, pref_anti
 from troupe.api.types import IsolatedCPU
+from troupe.core.snapshot import pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.inter_pod_affinity import InterPodAffinity
-from troupe.snapshot import pod_charge
 
 NAMESPACES = {
     "subteam1.team1": {"team": "team1"},

@@ -22,7 +22,7 @@ from tests.volume_builders import (
 from troupe.api.parse import parse_pod
 from troupe.api.storage import ANN_SELECTED_NODE
 from troupe.api.types import NodeName, Pod
-from troupe.clock import VirtualClock
+from troupe.core.clock import VirtualClock
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.interface import PluginArgsError
 from troupe.plugins.volume_binding import (
@@ -33,7 +33,7 @@ from troupe.plugins.volume_binding import (
     ERR_UNBOUND_IMMEDIATE,
     VolumeBinding,
 )
-from troupe.volume_sim import VolumeControllers
+from troupe.tools.volume_sim import VolumeControllers
 
 OK: list[str] = []
 

@@ -24,9 +24,10 @@ from tests.volume_builders import (
 )
 from troupe.api.parse import parse_pod
 from troupe.api.types import Pod, PodKey
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
 from troupe.config import ConfigError, parse_config
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.features import Features
 from troupe.framework.interface import PluginArgsError
@@ -37,8 +38,7 @@ from troupe.plugins.volume_binding import (
     VolumeBinding,
     score_classes,
 )
-from troupe.scheduler import Scheduler
-from troupe.volume_sim import VolumeControllers
+from troupe.tools.volume_sim import VolumeControllers
 
 # ---- scorer.go (scorer_test.go TestScore) ------------------------------------------
 

@@ -21,6 +21,7 @@ from tests.volume_builders import (
 from troupe.api.parse import parse_pod
 from troupe.api.storage import migrated_source, parse_storage_object
 from troupe.api.types import IsolatedCPU, Pod
+from troupe.core.snapshot import pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     EventResource,
@@ -36,7 +37,6 @@ from troupe.plugins.volume_restrictions import (
     VolumeRestrictions,
 )
 from troupe.plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
-from troupe.snapshot import pod_charge
 
 OK: list[str] = []
 ZONE = "topology.kubernetes.io/zone"

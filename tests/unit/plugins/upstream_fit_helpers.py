@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from troupe.api.types import Pod
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.interface import FilterPlugin, NodeFilterPlugin, PreFilterPlugin
 from troupe.framework.status import Code, Status
-from troupe.snapshot import NodeTable
 
 
 def filter_statuses(

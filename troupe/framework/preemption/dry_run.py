@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from troupe.api.types import IsolatedCPU, NodeName, Pod, PodDisruptionBudget, PodKey
+from troupe.core.snapshot import Charge, Int64Array, NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterRunner
 from troupe.framework.handle import ClusterLister
@@ -36,7 +37,6 @@ from troupe.framework.preemption.candidates import Candidate, importance
 from troupe.framework.preemption.disruption_budgets import split_by_pdb_violation
 from troupe.framework.preemption.gangs import gang_safe_victims
 from troupe.framework.status import Status
-from troupe.snapshot import Charge, Int64Array, NodeTable, pod_charge
 
 # A pod, its charge, that charge as dense rows (NodeTable.charge_vector) and its
 # `importance` key: what the dry runs need of a potential victim, kept per pod.

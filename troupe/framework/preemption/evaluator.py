@@ -38,8 +38,9 @@ from typing import Any, Final, Protocol
 import numpy as np
 
 from troupe.api.types import NodeName, Pod, PodDisruptionBudget, PodKey
-from troupe.cluster import NotFound
-from troupe.events import ObjectRef
+from troupe.core.cluster import NotFound
+from troupe.core.recorder import ObjectRef
+from troupe.core.snapshot import NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ActionType, ClusterEvent
 from troupe.framework.filtering import FilterRunner
@@ -51,7 +52,6 @@ from troupe.framework.preemption.candidates import Candidate, ScoreFunc, Victims
 from troupe.framework.preemption.dry_run import DryRun, VictimVectors
 from troupe.framework.preemption.gangs import expand_gangs
 from troupe.framework.status import Code, Status
-from troupe.snapshot import NodeTable, pod_charge
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
 from troupe.api.types import MAX_DURATION_SECONDS, NodeName, Pod, PodGroup, describe_int
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -46,7 +47,6 @@ from troupe.framework.interface import (
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
 from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager
 from troupe.plugins.coscheduling.status import PodGroupStatusTracker
-from troupe.snapshot import NodeTable
 
 __all__ = ["Coscheduling", "CoschedulingArgs", "PodGroupManager"]
 

@@ -26,7 +26,7 @@ class CoschedulingArgs:
     permit_waiting_time_seconds: float = 60.0
     pod_group_backoff_seconds: float = 0.0
     status_coalesce_seconds: float = 1.0
-    # Topology-aware placement (troupe.topology): domains placed per group cycle
+    # Topology-aware placement (troupe.core.topology): domains placed per group cycle
     # and level, and the weights of the placement scores.
     topology_domains_per_cycle: int = 16
     placement_pods_count_weight: int = 1

@@ -51,8 +51,9 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from troupe.api.types import GroupKey, Pod, PodGroup
-from troupe.clock import TimerHandle
-from troupe.cluster import NotFound, NotLeader
+from troupe.core.clock import TimerHandle
+from troupe.core.cluster import NotFound, NotLeader
+from troupe.core.topology import group_placement, has_topology
 from troupe.framework.events import (
     ClusterEvent,
     EventResource,
@@ -60,7 +61,6 @@ from troupe.framework.events import (
 from troupe.framework.handle import Handle
 from troupe.framework.status import Code
 from troupe.plugins.coscheduling.core import placed_members
-from troupe.topology import group_placement, has_topology
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,14 @@ from troupe.api.types import (
     PodKey,
     pod_group_key,
 )
-from troupe.context import (
+from troupe.core.context import (
     SchedulerContext,
     as_mapping,
     object_ref,
     pod_ref,
     pod_scheduled_condition,
 )
+from troupe.core.queue import pod_updated
 from troupe.dra.types import ResourceClaim, parse_dra_object
 from troupe.framework.events import (
     ActionType,
@@ -48,7 +49,6 @@ from troupe.framework.events import (
 )
 from troupe.framework.status import Status
 from troupe.plugins.scheduling_gates import SchedulingGates
-from troupe.queue import pod_updated
 
 log = logging.getLogger(__name__)
 

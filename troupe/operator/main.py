@@ -53,9 +53,11 @@ import kopf
 
 from troupe.api.kinds import VERSIONED, WATCHED
 from troupe.api.types import NATIVE_POD_GROUP_API
-from troupe.clock import RealClock
 from troupe.config import SchedulerConfig
-from troupe.eventhandlers import Handler
+from troupe.core.clock import RealClock
+from troupe.core.eventhandlers import Handler
+from troupe.core.metrics import Metrics, ServeError
+from troupe.core.scheduler import Scheduler
 from troupe.kube import (
     Credentials,
     KubeClient,
@@ -64,10 +66,8 @@ from troupe.kube import (
 )
 from troupe.kube.reflector import Reflector
 from troupe.kube.transport import LoopHttp
-from troupe.leader import MAX_CYCLE_SECONDS, CycleWatch, LeaderElector
-from troupe.metrics import Metrics, ServeError
-from troupe.scheduler import Scheduler
-from troupe.serving import DelegatingAuth, server_tls
+from troupe.operator.leader import MAX_CYCLE_SECONDS, CycleWatch, LeaderElector
+from troupe.operator.serving import DelegatingAuth, server_tls
 
 log = logging.getLogger(__name__)
 
@@ -460,7 +460,7 @@ async def run(
 ) -> int:
     """Run the scheduler in a cluster until stopped (0) or the Lease is lost (1).
     The port serves over `tls` (by default a self-signed certificate made now),
-    each request authenticated and authorized by the API server (troupe.serving).
+    each request authenticated and authorized by the API server (troupe.operator.serving).
     Raises ServeError, having given up the Lease, when the port cannot be served.
 
     Leader election, its Lease and timings come from `config.leader_election`.

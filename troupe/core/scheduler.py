@@ -28,28 +28,28 @@ from typing import Any, Final
 
 from troupe.api.parse import PodParser
 from troupe.api.types import IsolatedCPU, PodKey
-from troupe.binding_cycle import BindingCycle
-from troupe.cache import Cache
-from troupe.clock import Clock
-from troupe.cluster import ClusterClient
 from troupe.config import SchedulerConfig
-from troupe.context import FailureMessages, SchedulerContext
-from troupe.eventhandlers import EventHandlers
-from troupe.explain import DecisionLog, LiveExplain
-from troupe.failures import Failures
+from troupe.core.binding_cycle import BindingCycle
+from troupe.core.cache import Cache
+from troupe.core.clock import Clock
+from troupe.core.cluster import ClusterClient
+from troupe.core.context import FailureMessages, SchedulerContext
+from troupe.core.eventhandlers import EventHandlers
+from troupe.core.explain import DecisionLog, LiveExplain
+from troupe.core.failures import Failures
+from troupe.core.group_cycle import GroupCycle
+from troupe.core.metrics import Metrics
+from troupe.core.queue import FifoFallback, SchedulingQueue
+from troupe.core.schedule_one import PodCycle, num_feasible_nodes_to_find
+from troupe.core.snapshot import Snapshot
 from troupe.framework.fit import FitError, ScheduleResult, fit_error_message
 from troupe.framework.handle import Handle
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.group_cycle import GroupCycle
-from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.registry import IN_TREE
-from troupe.queue import FifoFallback, SchedulingQueue
-from troupe.schedule_one import PodCycle, num_feasible_nodes_to_find
-from troupe.snapshot import Snapshot
 
 __all__ = [
     "FitError",
@@ -82,7 +82,7 @@ class SchedulerStats:
 
 
 class Scheduler:
-    """The scheduler: its parts built and put together (see troupe/context.py),
+    """The scheduler: its parts built and put together (see troupe/core/context.py),
     start-up, the loop, shutdown and the gauges. Cluster events come in through
     the `on_*` handlers (EventHandlers'), the loop calls `schedule_one`."""
 
@@ -272,7 +272,7 @@ class Scheduler:
     def progress(self) -> tuple[int, bool]:
         """(scheduling cycles started, whether one is running now). Read from
         another thread by what tells a busy loop from a hung one for leader
-        election (troupe.leader.CycleWatch), which times cycles by its own clock."""
+        election (troupe.operator.leader.CycleWatch), which times cycles by its own clock."""
         ctx = self.ctx
         return ctx.counters.cycles, bool(ctx.cycle_pods)
 

@@ -46,8 +46,8 @@ from typing import Any, Final
 from sortedcontainers import SortedList
 
 from troupe.api.types import Pod, PodKey
-from troupe.clock import Clock
-from troupe.explain_notes import is_explain_note
+from troupe.core.clock import Clock
+from troupe.core.explain_notes import is_explain_note
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,

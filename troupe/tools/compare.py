@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from troupe.simulate import SimulationResult
+from troupe.tools.simulate import SimulationResult
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 

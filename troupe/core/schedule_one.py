@@ -18,10 +18,11 @@ from troupe.api.types import (
     NodeName,
     Pod,
 )
-from troupe.binding_cycle import BindingCycle
-from troupe.cache import PodAlreadyInCache
-from troupe.context import SchedulerContext
-from troupe.failures import Failures
+from troupe.core.binding_cycle import BindingCycle
+from troupe.core.cache import PodAlreadyInCache
+from troupe.core.context import SchedulerContext
+from troupe.core.failures import Failures
+from troupe.core.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterOutcome
 from troupe.framework.fit import FitError, NodeSubset, ScheduleResult, fit_error_message
@@ -34,7 +35,6 @@ from troupe.framework.interface import (
 from troupe.framework.nominator import nominated_rows
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
-from troupe.metrics import PLUGIN_METRICS_SAMPLE_PERCENT
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from troupe.context import SchedulerContext, pod_ref, pod_scheduled_condition
+from troupe.core.context import SchedulerContext, pod_ref, pod_scheduled_condition
 from troupe.framework.fit import FitError
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile

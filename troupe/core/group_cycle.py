@@ -25,19 +25,12 @@ from troupe.api.types import (
     PodGroup,
     PodKey,
 )
-from troupe.context import SchedulerContext, object_ref
-from troupe.events import ObjectRef
-from troupe.failures import Failures
-from troupe.framework.cycle_state import CycleState
-from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
-from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
-from troupe.framework.nominator import nominated_rows
-from troupe.framework.runtime import Profile
-from troupe.framework.status import Code, Status
-from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
-from troupe.schedule_one import PodCycle
-from troupe.snapshot import Overlay, pod_charge
-from troupe.topology import (
+from troupe.core.context import SchedulerContext, object_ref
+from troupe.core.failures import Failures
+from troupe.core.recorder import ObjectRef
+from troupe.core.schedule_one import PodCycle
+from troupe.core.snapshot import Overlay, pod_charge
+from troupe.core.topology import (
     DEFAULT_DOMAINS_PER_CYCLE,
     BoolArray,
     Demand,
@@ -53,6 +46,13 @@ from troupe.topology import (
     rank,
     topology_of,
 )
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
+from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
+from troupe.framework.nominator import nominated_rows
+from troupe.framework.runtime import Profile
+from troupe.framework.status import Code, Status
+from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
 
 log = logging.getLogger(__name__)
 

@@ -32,20 +32,20 @@ from troupe.api.types import (
     PodKey,
     PriorityClass,
 )
-from troupe.cache import Cache
-from troupe.clock import Clock
-from troupe.cluster import ClusterClient
 from troupe.config import SchedulerConfig
-from troupe.events import ObjectRef
+from troupe.core.cache import Cache
+from troupe.core.clock import Clock
+from troupe.core.cluster import ClusterClient
+from troupe.core.metrics import Metrics
+from troupe.core.queue import SchedulingQueue
+from troupe.core.recorder import ObjectRef
+from troupe.core.snapshot import Snapshot
 from troupe.framework.events import ActionType, ClusterEvent
 from troupe.framework.handle import Handle
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.metrics import Metrics
-from troupe.queue import SchedulingQueue
-from troupe.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Nodes are rows of numpy arrays so that a plugin answers for every candidate node
 with a few vectorised operations instead of a Python loop per node (docs/design.md,
-"Plugins see columns"). The cache (`troupe.cache`) owns one `NodeTable` and
+"Plugins see columns"). The cache (`troupe.core.cache`) owns one `NodeTable` and
 updates it incrementally as nodes and pods come and go; each scheduling cycle
 reads a `Snapshot`, a second `NodeTable` into which `Cache.update_snapshot`
 copies only the rows whose generation moved since the previous cycle.

@@ -19,7 +19,7 @@ decision of each pod in a `DecisionLog` (a summary, or the whole explanation for
 annotated pods) for `/debug/explain/<namespace>/<name>` on the metrics port, and
 writes the annotated pods' explanations back (`simulator_annotations`, bounded
 to stay within kube-apiserver's 256 KiB for all of a pod's annotations: see
-troupe.explain_notes).
+troupe.core.explain_notes).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any, Final
 import numpy as np
 
 from troupe.api.types import Pod, PodKey
-from troupe.context import SchedulerContext
-from troupe.explain_notes import (
+from troupe.core.context import SchedulerContext
+from troupe.core.explain_notes import (
     ANNOTATIONS_LIMIT,
     EXPLAIN_ANNOTATION,
     EXPLAIN_NOTES_MAX_BYTES,
@@ -43,11 +43,11 @@ from troupe.explain_notes import (
     EXPLAIN_PREFIX,
     is_explain_note,
 )
+from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.fit import FitError, ScheduleResult
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
-from troupe.snapshot import NodeTable
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def render_table(ex: Explanation, top: int | None = 10) -> list[str]:
 def simulator_annotations(
     ex: Explanation, filters: Sequence[str], others: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """The attempt as kube-scheduler-simulator's annotations (troupe.explain_notes),
+    """The attempt as kube-scheduler-simulator's annotations (troupe.core.explain_notes),
     with `EXPLAIN_OMITTED` counting the nodes they leave out. Bounded: at most
     EXPLAIN_NOTES_MAX_BYTES, and within kube-apiserver's limit together with
     `others` (the pod's annotations; the explanation's own are replaced), the

@@ -44,8 +44,8 @@ import numpy.typing as npt
 
 from troupe.api.names import is_scalar_resource, qualified_name_problem
 from troupe.api.types import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, IsolatedCPU, Pod, PodGroup
+from troupe.core.snapshot import NO_VALUE, NodeTable, pod_charge
 from troupe.framework.fit import NodeSubset
-from troupe.snapshot import NO_VALUE, NodeTable, pod_charge
 
 IntpArray = npt.NDArray[np.intp]
 BoolArray = npt.NDArray[np.bool_]

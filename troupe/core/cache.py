@@ -16,7 +16,7 @@ charged to the isolated resource and not to `cpu` on add, update, remove,
 assume and forget alike. Terminal pods (Succeeded, Failed) are not charged.
 Pods whose node is not known yet are remembered and charged when it arrives.
 
-The volumes of charged pods are counted in `volumes` (troupe.volumes), which
+The volumes of charged pods are counted in `volumes` (troupe.core.volumes), which
 also holds the storage objects the volume plugins read.
 
 The cache also indexes every known pod by PodGroup (pending ones too, through
@@ -45,15 +45,15 @@ from troupe.api.types import (
     Requirement,
     Workload,
 )
-from troupe.clock import Clock
-from troupe.dra.store import DeviceStore
-from troupe.snapshot import (
+from troupe.core.clock import Clock
+from troupe.core.snapshot import (
     NodeTable,
     Snapshot,
     check_node,
     pod_charge,
 )
-from troupe.volumes import VolumeStore
+from troupe.core.volumes import VolumeStore
+from troupe.dra.store import DeviceStore
 
 log = logging.getLogger(__name__)
 

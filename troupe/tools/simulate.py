@@ -19,7 +19,7 @@ the virtual clock reaches `until`.
 
 Storage goes through the scheduler's volume store as the watch would deliver
 it, and the controllers VolumeBinding waits for are simulated
-(`troupe.volume_sim`): a claim of a class with a provisioner gets a PV on
+(`troupe.tools.volume_sim`): a claim of a class with a provisioner gets a PV on
 the node its pod was given (WaitForFirstConsumer), and a static PV that
 VolumeBinding pre-binds binds its claim, both at once on the virtual clock.
 Each scheduled pod's result names the claims bound or provisioned for it
@@ -67,9 +67,16 @@ from troupe.api.types import (
     PodKey,
     pod_group_key,
 )
-from troupe.clock import VirtualClock
-from troupe.cluster import InMemoryCluster
+from troupe.api.yamlio import MAX_YAML_DEPTH, load_yaml_documents
 from troupe.config import SchedulerConfig
+from troupe.core.clock import VirtualClock
+from troupe.core.cluster import InMemoryCluster
+from troupe.core.explain import Explanation, explain_attempt, explain_gang_pending, render_table
+from troupe.core.metrics import Metrics
+from troupe.core.recorder import rfc3339
+from troupe.core.scheduler import Scheduler
+from troupe.core.snapshot import NodeTable
+from troupe.core.topology import group_placement, has_topology
 from troupe.dra.controller import (
     claim_from_template,
     pending_template_claims,
@@ -77,16 +84,9 @@ from troupe.dra.controller import (
     record_claim,
     release_pod,
 )
-from troupe.events import rfc3339
-from troupe.explain import Explanation, explain_attempt, explain_gang_pending, render_table
-from troupe.metrics import Metrics
 from troupe.plugins.coscheduling.status import native_phase
 from troupe.plugins.dynamic_resources import claim_devices
-from troupe.scheduler import Scheduler
-from troupe.snapshot import NodeTable
-from troupe.topology import group_placement, has_topology
-from troupe.volume_sim import VolumeControllers
-from troupe.yamlio import MAX_YAML_DEPTH, load_yaml_documents
+from troupe.tools.volume_sim import VolumeControllers
 
 POD_GROUP_API_GROUPS = (
     "scheduling.x-k8s.io/",

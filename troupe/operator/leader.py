@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
-from troupe.clock import Clock
+from troupe.core.clock import Clock
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ the process and Go ones.
 
 `serve()` exposes `/metrics`, `/livez`, `/readyz` and `/healthz` on one port,
 over TLS and behind delegated authentication and authorization, as
-kube-scheduler's secure port (troupe.serving: the health endpoints are always
+kube-scheduler's secure port (troupe.operator.serving: the health endpoints are always
 allowed).
 The health endpoints behave as k8s.io/apiserver's healthz package does for
 kube-scheduler: each runs its named checks (`ping` first, then those
@@ -41,7 +41,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 if TYPE_CHECKING:
-    from troupe.serving import DelegatingAuth
+    from troupe.operator.serving import DelegatingAuth
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class Metrics:
         auth: DelegatingAuth,
     ) -> Callable[[], object]:
         """Serve /metrics, /livez, /readyz and /healthz over `tls`, each request
-        authenticated and authorized by `auth` (troupe.serving); returns a
+        authenticated and authorized by `auth` (troupe.operator.serving); returns a
         coroutine function that stops the server. `ready`, if given, becomes the
         readyz check `informer-sync` (failing until it returns True). `explain`,
         if given, answers /debug/explain/<namespace>/<name> (troupe.explain).

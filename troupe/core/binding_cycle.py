@@ -12,9 +12,9 @@ from troupe.api.types import (
     NodeName,
     Pod,
 )
-from troupe.cluster import BindConflict
-from troupe.context import SchedulerContext, as_mapping, pod_ref
-from troupe.failures import Failures
+from troupe.core.cluster import BindConflict
+from troupe.core.context import SchedulerContext, as_mapping, pod_ref
+from troupe.core.failures import Failures
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,

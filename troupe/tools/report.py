@@ -18,7 +18,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from troupe.simulate import SimulationResult
+from troupe.tools.simulate import SimulationResult
 
 ZONE_LABELS: Final = ("topology.kubernetes.io/zone",)
 RACK_LABELS: Final = ("troupe.dev/rack", "topology.kubernetes.io/rack")

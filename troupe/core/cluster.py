@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from troupe.api.types import NodeName, PodKey
-from troupe.events import ObjectRef
+from troupe.core.recorder import ObjectRef
 
 # The start of a bind failure's message on HTTP 409: the scheduler reads the pod
 # to tell "bound by someone" (forget it) from "re-created" (schedule it again).
