@@ -30,7 +30,7 @@ from bench import workloads
 from troupe.api.types import PodKey
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.volume_sim import VolumeControllers

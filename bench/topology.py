@@ -22,7 +22,7 @@ from bench import workloads
 from troupe.api.types import PodKey
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.core.topology import PREFERRED_ANNOTATION, REQUIRED_ANNOTATION
 from troupe.plugins.registry import IN_TREE

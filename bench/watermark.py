@@ -36,7 +36,7 @@ from bench import workloads
 from troupe.api.types import PodKey
 from troupe.config import parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler, ScheduleResult
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.registry import IN_TREE

@@ -15,7 +15,7 @@ from troupe.api.storage import parse_storage_object
 from troupe.api.types import Node, NodeName, Pod
 from troupe.core.cache import Cache
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.snapshot import Snapshot
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterResult

@@ -13,7 +13,7 @@ from troupe.api.kinds import KINDS, WATCHED, Kind
 from troupe.api.types import GroupKey
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
 

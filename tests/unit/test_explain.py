@@ -181,7 +181,7 @@ def test_the_explanation_written_on_a_pending_pod_does_not_make_it_try_again() -
     from dataclasses import replace
 
     from troupe.core.clock import VirtualClock
-    from troupe.core.cluster import InMemoryCluster
+    from troupe.core.memory_cluster import InMemoryCluster
     from troupe.core.scheduler import Scheduler
 
     config = default_config(IN_TREE)
@@ -268,7 +268,7 @@ def live_scheduler(**troupe: Any) -> tuple[Any, Any]:
     from dataclasses import replace
 
     from troupe.core.clock import VirtualClock
-    from troupe.core.cluster import InMemoryCluster
+    from troupe.core.memory_cluster import InMemoryCluster
     from troupe.core.scheduler import Scheduler
 
     config = default_config(IN_TREE)

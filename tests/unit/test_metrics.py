@@ -20,7 +20,7 @@ from tests.builders import make_node, make_pod
 from troupe.api.types import PodKey
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.metrics import HealthChecks, Metrics, run_checks
 from troupe.core.scheduler import Scheduler
 from troupe.operator.serving import DelegatingAuth, server_tls

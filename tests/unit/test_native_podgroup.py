@@ -15,7 +15,7 @@ from troupe.api.parse import parse_pod, parse_pod_group
 from troupe.api.types import GroupKey, InvalidObject, PodGroup, PodKey, split_group_key
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.framework.status import Code
 from troupe.plugins.coscheduling.status import compute_native_status

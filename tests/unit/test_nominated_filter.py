@@ -19,7 +19,7 @@ from tests.builders import PodBuilder, make_node, make_pod
 from troupe.api.types import PodKey
 from troupe.config import parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
 

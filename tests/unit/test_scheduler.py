@@ -10,7 +10,8 @@ from tests.builders import make_node, make_pod
 from troupe.api.types import NodeName, PodKey
 from troupe.config import default_config, parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import BindConflict, InMemoryCluster
+from troupe.core.cluster import BindConflict
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler, fit_error_message, num_feasible_nodes_to_find
 from troupe.framework.cycle_state import CycleState
 from troupe.plugins.registry import IN_TREE

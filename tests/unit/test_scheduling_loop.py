@@ -12,7 +12,7 @@ from tests.builders import SCHEDULER, make_node, make_pod
 from troupe.api.types import Pod, PodKey
 from troupe.config import parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import YIELD_AFTER_SECONDS, Scheduler
 from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState

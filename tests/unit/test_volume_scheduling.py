@@ -12,7 +12,7 @@ from troupe.api.storage import ANN_SELECTED_NODE
 from troupe.api.types import PodKey
 from troupe.config import parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.volume_sim import VolumeControllers

@@ -70,8 +70,8 @@ from troupe.api.types import (
 from troupe.api.yamlio import MAX_YAML_DEPTH, load_yaml_documents
 from troupe.config import SchedulerConfig
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
 from troupe.core.explain import Explanation, explain_attempt, explain_gang_pending, render_table
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.metrics import Metrics
 from troupe.core.recorder import rfc3339
 from troupe.core.scheduler import Scheduler

@@ -23,7 +23,7 @@ from troupe.api.storage import (
     parse_persistent_volume_claim,
     parse_storage_class,
 )
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 
 HOSTNAME: Final = "kubernetes.io/hostname"
 

@@ -9,7 +9,7 @@ import pytest
 
 from troupe.api.types import GroupKey, LabelSelector, Pod, PodGroup, PodKey
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.handle import Handle

@@ -11,7 +11,7 @@ from tests.unit.plugins.conftest import FakeLister
 from troupe.api.parse import parse_pod, parse_pod_group
 from troupe.api.types import Pod, PodGroup
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.framework.events import (
     ActionType,
     ClusterEvent,

@@ -9,7 +9,8 @@ import pytest
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_filter
 from troupe.api.types import NodeName as NodeNameT
-from troupe.core.cluster import BindConflict, InMemoryCluster
+from troupe.core.cluster import BindConflict
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.status import Code

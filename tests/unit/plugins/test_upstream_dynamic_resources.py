@@ -101,7 +101,7 @@ from tests.builders import NodeBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle
 from troupe.api.parse import parse_pod
 from troupe.api.types import InvalidObject, Pod
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.dra.types import FINALIZER, ResourceClaim, parse_dra_object
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import EventResource, QueueingHint

@@ -26,7 +26,7 @@ from troupe.api.parse import parse_pod
 from troupe.api.types import Pod, PodKey
 from troupe.config import ConfigError, parse_config
 from troupe.core.clock import VirtualClock
-from troupe.core.cluster import InMemoryCluster
+from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.features import Features
