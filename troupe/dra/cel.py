@@ -46,7 +46,6 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -54,16 +53,12 @@ from functools import lru_cache
 from typing import Any, Final
 
 from troupe.dra import celcost
+from troupe.dra.semver import parse_semver, semver_key
 from troupe.dra.types import Device, Version
 
 COST_LIMIT: Final = 1_000_000
 _QUANTITY: Final = "__quantity__"
 _SEMVER: Final = "__semver__"
-_SEMVER_RE: Final = re.compile(
-    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
-)
 COMPILED_MAX: Final = 4096
 
 
@@ -103,25 +98,6 @@ class CelError(Exception):
 
 
 # ---- values ----------------------------------------------------------------------
-
-
-def parse_semver(text: str) -> tuple[int, int, int, tuple[str, ...]] | None:
-    m = _SEMVER_RE.match(text)
-    if m is None:
-        return None
-    pre = tuple(m.group(4).split(".")) if m.group(4) else ()
-    return int(m.group(1)), int(m.group(2)), int(m.group(3)), pre
-
-
-def _semver_key(text: str) -> tuple[Any, ...]:
-    v = parse_semver(text)
-    if v is None:
-        raise ValueError(f"invalid semver {text!r}")
-    major, minor, patch, pre = v
-    # A version with a pre-release sorts before the release; numeric identifiers
-    # before alphanumeric ones, each compared in its own way.
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre)
-    return (major, minor, patch, 0 if pre else 1, ids)
 
 
 def _quantity_value(v: Mapping[str, Any]) -> Fraction:
@@ -187,7 +163,7 @@ def _compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     if kind == _QUANTITY:
         x, y = _quantity_value(a), _quantity_value(b)
     else:
-        x, y = _semver_key(str(a[_SEMVER])), _semver_key(str(b[_SEMVER]))  # type: ignore[assignment]
+        x, y = semver_key(str(a[_SEMVER])), semver_key(str(b[_SEMVER]))  # type: ignore[assignment]
     return (x > y) - (x < y)
 
 
@@ -195,7 +171,7 @@ def _semver_part(i: int) -> Callable[[Mapping[str, Any]], int]:
     def part(v: Mapping[str, Any]) -> int:
         if _tagged(v) != _SEMVER:
             raise ValueError("no such overload")
-        key = _semver_key(str(v[_SEMVER]))
+        key = semver_key(str(v[_SEMVER]))
         out: int = key[i]
         return out
 

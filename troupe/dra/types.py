@@ -40,6 +40,7 @@ from troupe.api.types import (
     TaintEffect,
     Toleration,
 )
+from troupe.dra.semver import parse_semver
 
 RESOURCE_API: Final = "resource.k8s.io/v1"
 EXACT_COUNT: Final = "ExactCount"
@@ -317,8 +318,6 @@ def _attribute(v: object, path: str) -> AttributeValue:
     if not isinstance(value, str):
         raise invalid(f"{path}.{kind}", value, "must be a string")
     if kind == "version":
-        from troupe.dra.cel import parse_semver
-
         if parse_semver(value) is None:
             raise invalid(f"{path}.version", value, "must be a semantic version")
         return Version(value)
