@@ -20,7 +20,6 @@ from troupe.framework.status import Code, Status
 
 if TYPE_CHECKING:
     from troupe.core.snapshot import NodeTable
-    from troupe.framework.interface import PreFilterResult
 
 BoolArray = npt.NDArray[np.bool_]
 IntpArray = npt.NDArray[np.intp]
@@ -130,13 +129,18 @@ class FilterOutcome:
 
 
 class FilterRunner(Protocol):
-    """The PreFilter and Filter points of a profile, as preemption's dry runs run them."""
+    """The PreFilter and Filter points of a profile, as preemption's dry runs run them.
+
+    A dry run reads only the Status of `run_pre_filter` (the nodes a PreFilter
+    narrows to are the candidates already); the first item, the profile's
+    `PreFilterResult`, is typed `object` here so that this module needs nothing
+    of `framework.interface`, which imports it (as `handle` does)."""
 
     def pre_filter_is_node_local(self, state: CycleState) -> bool: ...
 
     def run_pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
-    ) -> tuple[PreFilterResult | None, Status]: ...
+    ) -> tuple[object, Status]: ...
 
     def run_filters_with_nominated(
         self,
