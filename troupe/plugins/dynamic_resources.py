@@ -44,6 +44,7 @@ from troupe.core.cluster import Conflict, NotFound
 from troupe.core.recorder import ObjectRef, rfc3339
 from troupe.core.snapshot import NodeTable
 from troupe.dra.allocator import CANNOT_ALLOCATE, AllocationError, allocate
+from troupe.dra.claims import claim_name, group_claim
 from troupe.dra.extended import (
     ExtendedRequest,
     claim_body,
@@ -99,26 +100,6 @@ BINDING_TIMEOUT_SECONDS: Final = 600.0
 
 
 POD_GROUP_API: Final = "scheduling.k8s.io"
-
-
-def group_claim(pod: Pod, index: int, group: PodGroup | None) -> bool:
-    """Whether the pod's `index`-th claim is its PodGroup's (the group lists the
-    very same entry in its spec.resourceClaims): shared by the group's pods and
-    reserved for the group, not the pod."""
-    return group is not None and pod.resource_claims[index] in group.resource_claims
-
-
-def claim_name(pod: Pod, index: int, group: PodGroup | None = None) -> str | None:
-    """The ResourceClaim the pod's `index`-th claim refers to (kube's
-    resourceclaim.Name): the named claim, or the one created from the template
-    as the pod's (or, for a PodGroup's claim, the group's) status says; None
-    while the controller has not created it."""
-    c = pod.resource_claims[index]
-    if c.claim_name:
-        return c.claim_name
-    if group is not None and group_claim(pod, index, group):
-        return group.claim_statuses.get(c.name) or None
-    return pod.claim_statuses.get(c.name) or None
 
 
 def not_created_message(pod: Pod) -> str:
@@ -957,18 +938,4 @@ def _consumer_body(c: Consumer) -> dict[str, str]:
     return body
 
 
-def claim_devices(
-    store: DeviceStore, pod: Pod, group: PodGroup | None = None
-) -> dict[str, list[str]]:
-    """The devices allocated to each of the pod's claims, by the pod's claim
-    name ("driver/pool/device"), for reports."""
-    out: dict[str, list[str]] = {}
-    for i, c in enumerate(pod.resource_claims):
-        name = claim_name(pod, i, group)
-        claim = store.claim(f"{pod.namespace}/{name}") if name else None
-        if claim is not None and claim.allocation is not None:
-            out[c.name] = [str(r.device_id) for r in claim.allocation.results]
-    return out
-
-
-__all__ = ["NAME", "DynamicResources", "PodKey", "claim_devices", "claim_name"]
+__all__ = ["NAME", "DynamicResources", "PodKey"]

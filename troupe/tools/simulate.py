@@ -77,6 +77,7 @@ from troupe.core.recorder import rfc3339
 from troupe.core.scheduler import Scheduler
 from troupe.core.snapshot import NodeTable
 from troupe.core.topology import group_placement, has_topology
+from troupe.dra.claims import claim_devices
 from troupe.dra.controller import (
     claim_from_template,
     pending_template_claims,
@@ -85,7 +86,6 @@ from troupe.dra.controller import (
     release_pod,
 )
 from troupe.plugins.coscheduling.status import native_phase
-from troupe.plugins.dynamic_resources import claim_devices
 from troupe.tools.volume_sim import VolumeControllers
 
 POD_GROUP_API_GROUPS = (
