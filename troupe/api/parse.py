@@ -656,6 +656,7 @@ def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
         unschedulable=get_bool(spec, "unschedulable", "spec."),
         images=tuple(images),
         raw=obj,
+        declared_features=get_str_list(status, "declaredFeatures", "status."),
     )
 
 

@@ -412,6 +412,9 @@ class Node:
     unschedulable: bool
     images: tuple[ContainerImage, ...]
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+    # status.declaredFeatures as the kubelet reports them, in its order
+    # (NodeDeclaredFeatures matches a pod's required features against them).
+    declared_features: tuple[str, ...] = ()
 
 
 # How a running group may be disrupted by preemption: one member at a time
