@@ -118,9 +118,15 @@ class Cache:
     def _structure_changed(self) -> None:
         self._structure_version += 1
 
-    def _shape(self) -> tuple[int, int, int, int]:
+    def _shape(self) -> tuple[int, int, int, int, int]:
         t = self.table
-        return (t.capacity, len(t.resources), len(t.taint_list), len(t.labels))
+        return (
+            t.capacity,
+            len(t.resources),
+            len(t.taint_list),
+            len(t.feature_list),
+            len(t.labels),
+        )
 
     def add_node(self, node: Node) -> None:
         """Add (or update) a node. Raises ValueError, changing nothing, for a node

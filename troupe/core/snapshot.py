@@ -222,6 +222,11 @@ class NodeTable:
         self.taint_ids: dict[Taint, int] = {}
         self.taint_list: list[Taint] = []
         self.taint_matrix: BoolArray = np.zeros((capacity, 0), dtype=bool)
+        # Declared features (status.declaredFeatures): a vocabulary of names and a
+        # (rows x features) matrix, as taints.
+        self.feature_ids: dict[str, int] = {}
+        self.feature_list: list[str] = []
+        self.feature_matrix: BoolArray = np.zeros((capacity, 0), dtype=bool)
 
         # Sparse per-node data (most nodes have none of it).
         self.node_objs: list[Node | None] = []
@@ -295,6 +300,7 @@ class NodeTable:
         self.nonzero_requested = grow(self.nonzero_requested)
         self.unschedulable = grow(self.unschedulable, False)
         self.taint_matrix = grow(self.taint_matrix, False)
+        self.feature_matrix = grow(self.feature_matrix, False)
         for k, v in list(self.labels.items()):
             self.labels[k] = grow(v, NO_VALUE)
         for m, c in list(self.counters.items()):
@@ -324,6 +330,15 @@ class NodeTable:
         self.taint_list.append(taint)
         self.taint_matrix = np.hstack([self.taint_matrix, np.zeros((self.capacity, 1), dtype=bool)])
         return t
+
+    def _ensure_feature(self, name: str) -> int:
+        f = self.feature_ids.get(name)
+        if f is None:
+            f = self.feature_ids[name] = len(self.feature_list)
+            self.feature_list.append(name)
+            pad = np.zeros((self.capacity, 1), dtype=bool)
+            self.feature_matrix = np.hstack([self.feature_matrix, pad])
+        return f
 
     def _label_id(self, key: str, value: str) -> int:
         ids = self.label_ids.setdefault(key, {})
@@ -375,6 +390,10 @@ class NodeTable:
         for taint in node.taints:
             t = self._ensure_taint(taint)  # may widen the matrix: index after
             self.taint_matrix[row, t] = True
+        self.feature_matrix[row] = False
+        for name in node.declared_features:
+            f = self._ensure_feature(name)  # may widen the matrix: index after
+            self.feature_matrix[row, f] = True
         if old is not None:
             for img in old.images:
                 for n in img.names:
@@ -409,6 +428,7 @@ class NodeTable:
                 del excess[cell]
         self.unschedulable[row] = False
         self.taint_matrix[row] = False
+        self.feature_matrix[row] = False
         for col in self.labels.values():
             col[row] = NO_VALUE
         for counts in self.counters.values():
@@ -549,8 +569,8 @@ class NodeTable:
         """Make this table equal to `src`, copying only `rows` (None: everything).
 
         A partial copy is only valid when `src` changed nothing but those rows'
-        values: no node added or removed, no new resource, taint or label key
-        (the cache tracks that and asks for a full copy otherwise).
+        values: no node added or removed, no new resource, taint, declared feature or
+        label key (the cache tracks that and asks for a full copy otherwise).
         """
         if rows is None or src.capacity != self.capacity:
             self._copy_all(src)
@@ -566,6 +586,7 @@ class NodeTable:
         self.nonzero_excess = dict(src.nonzero_excess)
         self.unschedulable[rows] = src.unschedulable[rows]
         self.taint_matrix[rows] = src.taint_matrix[rows]
+        self.feature_matrix[rows] = src.feature_matrix[rows]
         for k, col in src.labels.items():
             self.labels[k][rows] = col[rows]
         _copy_counter_rows(self.counters, src.counters, rows)
@@ -583,6 +604,8 @@ class NodeTable:
         self.label_values = src.label_values
         self.taint_ids = src.taint_ids
         self.taint_list = list(src.taint_list)
+        self.feature_ids = src.feature_ids
+        self.feature_list = list(src.feature_list)
         if src.port_index or self.port_index:
             self.port_index = {
                 k: {r: Counter(c) for r, c in v.items()} for k, v in src.port_index.items()
@@ -608,6 +631,7 @@ class NodeTable:
         self.unschedulable = src.unschedulable.copy()
         self.labels = {k: v.copy() for k, v in src.labels.items()}
         self.taint_matrix = src.taint_matrix.copy()
+        self.feature_matrix = src.feature_matrix.copy()
         self.node_objs = list(src.node_objs)
         self.pods = [dict(p) for p in src.pods]
         self.counters = {m: c.copy() for m, c in src.counters.items()}
