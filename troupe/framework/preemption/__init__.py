@@ -7,7 +7,8 @@ CapacityScheduling the same way, for pods and for gangs).
 
 - evaluator.py: `Evaluator`, `Interface`, the reasons and messages of an attempt;
 - candidates.py: `Candidate`, `importance`, `pick_one`;
-- dry_run.py: the columnar dry runs a plugin's victim selection runs;
+- dry_run.py: the columnar dry runs a plugin's victim selection runs (with
+  the plugin's own check, `VictimsCheck`, if it has one);
 - disruption_budgets.py: the PodDisruptionBudget split;
 - gangs.py: the rules every preemption keeps for gangs.
 """
@@ -21,7 +22,7 @@ from troupe.framework.preemption.candidates import (
     start_time,
 )
 from troupe.framework.preemption.disruption_budgets import split_by_pdb_violation
-from troupe.framework.preemption.dry_run import DryRun
+from troupe.framework.preemption.dry_run import DryRun, VictimsCheck
 from troupe.framework.preemption.evaluator import (
     DISRUPTION_TARGET,
     PREEMPTION_BY_SCHEDULER,
@@ -39,6 +40,7 @@ __all__ = [
     "Interface",
     "ScoreFunc",
     "Victims",
+    "VictimsCheck",
     "importance",
     "nominated_node",
     "pick_one",

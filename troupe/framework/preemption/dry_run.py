@@ -17,12 +17,15 @@ node-local and did not skip) is checked node by node with PreFilter run again,
 as upstream's RemovePod/AddPod extensions keep that state right.
 
 The gang rules (`gangs.gang_safe_victims`) apply to every node's potential
-victims here, whichever plugin chose them.
+victims here, whichever plugin chose them. A plugin may add a check of its own
+(`check`, a quota): a node passes only if the pod fits and the check passes
+with every potential victim out, and a victim is reprieved only if both still
+pass with it back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +39,12 @@ from troupe.framework.interface import IntpArray
 from troupe.framework.preemption.candidates import Candidate, importance
 from troupe.framework.preemption.disruption_budgets import split_by_pdb_violation
 from troupe.framework.preemption.gangs import gang_safe_victims
-from troupe.framework.status import Status
+from troupe.framework.status import Code, Status
+
+# A preemption plugin's check of one node's dry run beyond Filter: given the pods
+# out of the node (the victims so far and those not reprieved yet), None if the
+# preemptor may then take the room, else why not (`Interface.victims_check`).
+VictimsCheck = Callable[[Sequence[Pod]], str | None]
 
 # A pod, its charge, that charge as dense rows (NodeTable.charge_vector) and its
 # `importance` key: what the dry runs need of a potential victim, kept per pod.
@@ -105,6 +113,8 @@ class DryRun:
     victims_of: Mapping[PodKey, PodKey]
     vectors: VictimVectors
     isolated: IsolatedCPU
+    # The plugin's check beyond Filter (a quota), None for none.
+    check: VictimsCheck | None = None
     statuses: dict[str, Status] = field(default_factory=dict)
     _runs: list[_NodeRun] = field(default_factory=list)
 
@@ -170,6 +180,9 @@ class DryRun:
             live = runs
             fits = self._fits(live, self.statuses, rerun_pre_filter)
             live = [r for r, ok in zip(live, fits, strict=True) if ok]
+            check = self.check
+            if check is not None:
+                live = [r for r in live if self._checked(r, check)]
             # Reprieve round k: put back each node's k-th most important victim.
             k = 0
             while live:
@@ -182,6 +195,8 @@ class DryRun:
                 fits = self._fits(trying, None, rerun_pre_filter)
                 failed = []
                 for r, ok, i in zip(trying, fits, at.tolist(), strict=True):
+                    if ok and check is not None:
+                        ok = check(r.victims + r.out[k + 1 :]) is None
                     if not ok:
                         p = r.out[k]
                         failed.append(i)
@@ -203,6 +218,15 @@ class DryRun:
         finally:
             # Put back everything that is out: what the reprieve did not restore.
             move(np.flatnonzero(~back), +1)
+
+    def _checked(self, run: _NodeRun, check: VictimsCheck) -> bool:
+        """The plugin's check with every potential victim of the node out; a
+        node that fails it makes no candidate, for the reason it gives."""
+        why = check(run.out)
+        if why is None:
+            return True
+        self.statuses[self.snap.names[run.row]] = Status(Code.UNSCHEDULABLE, (why,))
+        return False
 
     def _fits(
         self,

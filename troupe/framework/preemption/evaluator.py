@@ -13,7 +13,8 @@ victim selection and uses the same evaluator, for pods and for gangs.
    Unschedulable (not UnschedulableAndUnresolvable), searched from the
    plugin's offset until its number of candidates is found (at least one
    without PDB violations); each chunk of nodes goes through the plugin's
-   `select_victims_on_node` and the dry runs (`dry_run.DryRun`).
+   `select_victims_on_node` and the dry runs (`dry_run.DryRun`), with the
+   plugin's `victims_check` if it has one (a quota that the victims must free).
 3. Choice (SelectCandidate): `candidates.pick_one`, with the plugin's ordered
    score functions if it gives any.
 4. Preparation (prepareCandidate): each victim gets the DisruptionTarget
@@ -49,7 +50,7 @@ from troupe.framework.handle import Handle
 from troupe.framework.interface import IntpArray, NodeToStatus, PreemptionCandidate
 from troupe.framework.nominator import nominated_rows
 from troupe.framework.preemption.candidates import Candidate, ScoreFunc, Victims, pick_one
-from troupe.framework.preemption.dry_run import DryRun, VictimVectors
+from troupe.framework.preemption.dry_run import DryRun, VictimsCheck, VictimVectors
 from troupe.framework.preemption.gangs import expand_gangs
 from troupe.framework.status import Code, Status
 
@@ -121,6 +122,14 @@ class Interface(Protocol):
     ) -> list[ScoreFunc] | None:
         """Scores that rank candidates, in order; None for kube-scheduler's ranking."""
         ...
+
+    def victims_check(self, state: CycleState, pod: Pod) -> VictimsCheck | None:
+        """A check beyond Filter that each node's dry run must pass with the pods
+        it takes out of the node (a quota's: CapacityScheduling's, whose
+        upstream SelectVictimsOnNode checks the quota as it removes and
+        reprieves victims); None, the default, when Filter alone decides
+        (DefaultPreemption)."""
+        return None
 
 
 class Evaluator:
@@ -212,6 +221,7 @@ class Evaluator:
             victims_of=self.victims_of,
             vectors=self._vectors,
             isolated=h.isolated,
+            check=self.interface.victims_check(state, pod),
         )
         good: list[Candidate] = []
         violating: list[Candidate] = []
