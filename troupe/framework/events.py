@@ -29,6 +29,7 @@ class EventResource(enum.StrEnum):
     RESOURCE_SLICE = "ResourceSlice"
     DEVICE_CLASS = "DeviceClass"
     DEVICE_TAINT_RULE = "DeviceTaintRule"
+    ELASTIC_QUOTA = "ElasticQuota"
     WILDCARD = "*"
 
 
