@@ -27,7 +27,9 @@ What is computed here, and after what:
 * Host ports — kube-scheduler's GetHostPorts: sidecar init containers, then
   containers; protocol defaults to TCP, host IP "0.0.0.0" is stored as "".
 * Images — ImageLocality's list: every init container, then every container,
-  each normalized (":latest" added to an untagged name).
+  each normalized (":latest" added to an untagged name, `normalized_image_name`,
+  which the node's image names go through too); `num_containers` counts them,
+  with an image or without.
 
 Views hold plain dicts (labels, annotations, requests, ...) built here and
 referenced by nothing else; they are read-only by convention, not wrapped in
@@ -78,6 +80,7 @@ from troupe.api.types import (
     DEFAULT_MILLI_CPU_REQUEST,
     DISRUPTION_ALL,
     DISRUPTION_SINGLE,
+    DISRUPTION_TARGET,
     INT32_MAX,
     INT32_MIN,
     INT64_MAX,
@@ -371,8 +374,9 @@ def pod_requests(
 
 def normalized_image_name(name: str) -> str:
     """ImageLocality's normalizedImageName: ":latest" when there is no tag (no ':'
-    after the last '/'); a digest reference is left alone."""
-    if name.rfind(":") <= name.rfind("/") and "@" not in name:
+    after the last '/'; a digest, "@sha256:...", has one). The pod's images and
+    the node's are both read through it, so that they meet in one index."""
+    if name.rfind(":") <= name.rfind("/"):
         return name + ":latest"
     return name
 
@@ -592,6 +596,7 @@ def _parse_pod(
         nonzero_memory=nonzero_memory,
         host_ports=_host_ports(sidecars + containers),
         images=images,
+        num_containers=len(inits) + len(containers),
         node_selector=get_str_map(spec, "nodeSelector", "spec."),
         required_node_affinity=parse_node_selector(
             node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
@@ -617,11 +622,20 @@ def _parse_pod(
             (get_str(o, "kind", p), get_str(o, "name", p))
             for p, o in get_objs(md, "ownerReferences", "metadata.")
         ),
+        disruption_reason=_disruption_reason(status),
         raw=obj,
         preemption_policy=_preemption_policy(spec, classes),
         resource_claims=_resource_claims(spec),
         claim_statuses=_claim_statuses(status),
     )
+
+
+def _disruption_reason(status: Mapping[str, Any]) -> str:
+    """The reason of the first DisruptionTarget condition if it is True, else ""."""
+    for p, c in get_objs(status, "conditions", "status."):
+        if get_str(c, "type", p) == DISRUPTION_TARGET:
+            return get_str(c, "reason", p) if get_str(c, "status", p) == "True" else ""
+    return ""
 
 
 def _preemption_policy(spec: Mapping[str, Any], classes: Mapping[str, PriorityClass]) -> str:
@@ -934,10 +948,10 @@ class PodParser:
     name and uid) whose spec apart from nodeName and whose metadata fields in
     `POD_META_KEYS` are unchanged keeps its view, with the fields that depend on
     the rest re-read: node_name (spec.nodeName), phase (status.phase, so
-    `terminal` too), priority and preemption_policy (they may come from a
-    PriorityClass that changed since), and raw. That is the update after a
-    bind, a kubelet's status report, our own condition coming back. Anything
-    else parses again.
+    `terminal` too), disruption_reason (status.conditions), priority and
+    preemption_policy (they may come from a PriorityClass that changed since),
+    and raw. That is the update after a bind, a kubelet's status report, our
+    own condition coming back. Anything else parses again.
 
     The comparison is against shallow copies taken when the pod was parsed: an
     object is not changed in place below spec's and those metadata fields' top
@@ -1009,6 +1023,7 @@ class PodParser:
             priority = _priority(spec, classes)
             policy = _preemption_policy(spec, classes)
             claims = _claim_statuses(status) if old.resource_claims else old.claim_statuses
+            disruption = _disruption_reason(status)
         except ParseError:
             return None
         return replace(
@@ -1017,6 +1032,7 @@ class PodParser:
             phase=phase or "Pending",
             priority=priority,
             preemption_policy=policy,
+            disruption_reason=disruption,
             raw=obj,
             claim_statuses=claims,
         )

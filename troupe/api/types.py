@@ -289,6 +289,9 @@ class TopologySpreadConstraint:
 
 PREEMPT_LOWER_PRIORITY: Final = "PreemptLowerPriority"
 PREEMPT_NEVER: Final = "Never"
+# The pod condition a scheduler sets on a victim it preempts, and its reason.
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER: Final = "PreemptionByScheduler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,6 +338,9 @@ class Pod:
     # Images of every init container, then every container (ImageLocality's
     # list), normalized: ":latest" added when untagged.
     images: tuple[str, ...]
+    # Init and regular containers, each counted with an image or without
+    # (ImageLocality's threshold is per container).
+    num_containers: int
     node_selector: Mapping[str, str]
     required_node_affinity: NodeSelector | None
     preferred_node_affinity: tuple[PreferredSchedulingTerm, ...]
@@ -344,6 +350,9 @@ class Pod:
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...]
     scheduling_gates: tuple[str, ...]
     owner_references: tuple[tuple[str, str], ...]  # (kind, name)
+    # The reason of the pod's DisruptionTarget condition when that is True, else
+    # "" (the first such condition counts, as upstream's podTerminatingByPreemption).
+    disruption_reason: str
     raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
     # Effective: spec.preemptionPolicy, else the PriorityClass's (as admission sets it).
     preemption_policy: str = PREEMPT_LOWER_PRIORITY

@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey
+from troupe.api.types import PREEMPT_NEVER, PREEMPTION_BY_SCHEDULER, NodeName, Pod, PodKey
 from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterRunner
@@ -43,8 +43,6 @@ from troupe.framework.interface import (
     PreemptionCandidate,
 )
 from troupe.framework.preemption import (
-    DISRUPTION_TARGET,
-    PREEMPTION_BY_SCHEDULER,
     Candidate,
     DryRun,
     Evaluator,
@@ -105,14 +103,9 @@ def num_candidates(args: DefaultPreemptionArgs, num_nodes: int) -> int:
 
 
 def terminating_by_preemption(pod: Pod) -> bool:
-    if not pod.deleting:
-        return False
-    status = pod.raw.get("status")
-    conds = status.get("conditions") if isinstance(status, Mapping) else None
-    for c in conds if isinstance(conds, list) else ():
-        if isinstance(c, Mapping) and c.get("type") == DISRUPTION_TARGET:
-            return c.get("status") == "True" and c.get("reason") == PREEMPTION_BY_SCHEDULER
-    return False
+    """upstream's podTerminatingByPreemption: being deleted, with a True
+    DisruptionTarget condition whose reason is PreemptionByScheduler."""
+    return pod.deleting and pod.disruption_reason == PREEMPTION_BY_SCHEDULER
 
 
 class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):

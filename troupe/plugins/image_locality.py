@@ -6,9 +6,10 @@ For each of the pod's containers and init containers whose image a node has,
 the node earns size * (nodes with the image / all nodes), truncated; the sum is
 clamped to [23 MiB, 1000 MiB * number of containers] and scaled to 0..100.
 Image names are normalized as kube-scheduler's normalizedImageName (":latest"
-added to an untagged name) and looked up in the node table's sparse image
-index (name -> row -> size). PreScore returns SKIP when no node has any of
-them.
+added to an untagged name) when the pod and the node are parsed (one function,
+`troupe.api.parse.normalized_image_name`, for both), and looked up in the node
+table's sparse image index (name -> row -> size). PreScore returns SKIP when no
+node has any of them.
 
 An image on a few nodes is read straight from the index and only the rows
 holding it are scored (every other row scores 0). An image on many nodes (a
@@ -46,33 +47,10 @@ MAX_CONTAINER_THRESHOLD: Final = 1000 * MB
 _STATE_KEY: Final = "PreScoreImageLocality"
 
 
-def normalized_image_name(name: str) -> str:
-    """Add ":latest" when the name has no tag (a ':' after the last '/')."""
-    if name.rfind(":") <= name.rfind("/"):
-        return name + ":latest"
-    return name
-
-
 def pod_images(pod: Pod) -> tuple[tuple[str, ...], int]:
     """The normalized images of the pod's init containers and containers, and how
     many containers that is (both count, as in kube-scheduler's Score)."""
-    spec = pod.raw.get("spec") if isinstance(pod.raw, Mapping) else None
-    if not isinstance(spec, Mapping):
-        return pod.images, max(len(pod.images), 1)
-    images: list[str] = []
-    count = 0
-    for key in ("initContainers", "containers"):
-        containers = spec.get(key)
-        if not isinstance(containers, list):
-            continue
-        for c in containers:
-            if not isinstance(c, Mapping):
-                continue
-            count += 1
-            image = c.get("image")
-            if isinstance(image, str) and image:
-                images.append(normalized_image_name(image))
-    return tuple(images), max(count, 1)
+    return pod.images, max(pod.num_containers, 1)
 
 
 def calculate_priority(sums: Int64Array, num_containers: int) -> Int64Array:

@@ -45,7 +45,14 @@ def nominated(o: dict[str, Any]) -> None:
     o["status"] = {"nominatedNodeName": "n2"}
 
 
-@pytest.mark.parametrize("change", [bound, running, succeeded, condition, nominated])
+def disrupted(o: dict[str, Any]) -> None:
+    running(o)
+    o["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    )
+
+
+@pytest.mark.parametrize("change", [bound, running, succeeded, condition, nominated, disrupted])
 def test_status_and_node_name_changes_reuse_the_view(
     change: Callable[[dict[str, Any]], None],
 ) -> None:
@@ -158,3 +165,37 @@ def test_forget() -> None:
     parser.forget(obj)
     parsed(parser, copy.deepcopy(obj))
     assert (parser.parsed, parser.reused, len(parser)) == (2, 0, 1)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "want"),
+    [
+        pytest.param([], "", id="none"),
+        pytest.param(
+            [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}],
+            "PreemptionByScheduler",
+            id="true",
+        ),
+        pytest.param(
+            [{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}],
+            "",
+            id="false",
+        ),
+        pytest.param(
+            [
+                {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+            ],
+            "EvictionByEvictionAPI",
+            id="the-first-counts",
+        ),
+    ],
+)
+def test_disruption_reason_is_the_true_disruption_target_condition(
+    conditions: list[dict[str, str]], want: str
+) -> None:
+    obj = full_pod()
+    obj["status"] = {"conditions": conditions}
+    pod = parse_pod(obj)
+    assert isinstance(pod, Pod), pod
+    assert pod.disruption_reason == want

@@ -3,16 +3,18 @@ image_locality_test.go)."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 
 from tests.builders import PodBuilder, make_node, make_pod, table_of
 from tests.unit.plugins.conftest import make_handle, run_score
-from troupe.api.parse import parse_node
+from troupe.api.parse import normalized_image_name, parse_node
 from troupe.api.types import InvalidObject, Node
 from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
-from troupe.plugins.image_locality import ImageLocality, normalized_image_name, pod_images
+from troupe.plugins.image_locality import ImageLocality, pod_images
 
 MB = 1024 * 1024
 
@@ -152,22 +154,44 @@ def test_removed_node_no_longer_scores() -> None:
     assert got == {"b": 100}
 
 
+def fake_digest(content: str) -> str:
+    """image_locality_test.go's getImageFakeDigest."""
+    return "sha256:" + hashlib.sha256(content.encode()).hexdigest()
+
+
 @pytest.mark.parametrize(
     ("image", "want"),
     [
         pytest.param("root", "root:latest", id="add :latest postfix 1"),
         pytest.param("gcr.io:5000/root", "gcr.io:5000/root:latest", id="add :latest postfix 2"),
         pytest.param("root:tag", "root:tag", id="keep it as is 1"),
-        pytest.param("root@sha256:abcd", "root@sha256:abcd", id="keep it as is 2"),
+        pytest.param(
+            "root@" + fake_digest("root"), "root@" + fake_digest("root"), id="keep it as is 2"
+        ),
     ],
 )
 def test_normalized_image_name(image: str, want: str) -> None:
+    """TestNormalizedImageName: one function normalizes the pod's images and the node's."""
     assert normalized_image_name(image) == want
 
 
 def test_pod_images_count_init_containers() -> None:
     p = pod("a", "b:1").spec(initContainers=[{"name": "i", "image": "reg:5000/c"}]).build()
     assert pod_images(p) == (("reg:5000/c:latest", "a:latest", "b:1"), 3)
+
+
+def test_a_container_without_an_image_counts() -> None:
+    # as Score's len(InitContainers) + len(Containers): the threshold is per container
+    p = pod("a").spec(initContainers=[{"name": "i"}]).build()
+    assert pod_images(p) == (("a:latest",), 2)
+
+
+def test_untagged_names_on_the_node_and_in_the_pod_meet() -> None:
+    table = table_of([image_node("a", (["gcr.io:5000/big"], 2000 * MB)), image_node("b")])
+    p = pod("gcr.io:5000/big", "gcr.io:5000/big:latest").build()
+    got = run_score(ImageLocality.new({}, make_handle()), p, table)
+    # 2000M on one of two nodes, twice: 2 x 1000M for two containers -> 100
+    assert got == {"a": 100, "b": 0}
 
 
 def test_takes_no_arguments() -> None:
