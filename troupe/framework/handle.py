@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from troupe.api.elasticquota import ElasticQuota
 from troupe.api.types import (
     GroupKey,
     IsolatedCPU,
@@ -93,6 +94,9 @@ class Handle:
     nominator: Nominator = field(default_factory=Nominator)
     # PodDisruptionBudgets by ns/name (policy/v1, kept by the event handlers).
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    # ElasticQuotas by ns/name (scheduling.x-k8s.io, kept by the event handlers;
+    # CapacityScheduling reads them).
+    elastic_quotas: dict[str, ElasticQuota] = field(default_factory=dict)
     # The profile of a scheduler name: its PreFilter and Filter plugins are what
     # preemption's dry runs run (kube-scheduler's framework.Handle does the same).
     profile_of: Callable[[str], FilterRunner | None] = _no_profile
