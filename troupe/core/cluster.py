@@ -2,7 +2,7 @@
 errors its writes raise.
 
 The core never imports kopf or the kubernetes client. It binds pods, patches
-PodGroup status, records Events and sets pod conditions through a
+PodGroup and ElasticQuota status, records Events and sets pod conditions through a
 `ClusterClient`. `troupe.kube` implements it against the API server;
 `troupe.core.memory_cluster.InMemoryCluster` implements it in memory for the
 simulator, the benchmarks and tests.
@@ -46,6 +46,11 @@ class ClusterClient(Protocol):
 
     async def patch_pod_group_status(self, group: str, status: Mapping[str, Any]) -> None:
         """Merge-patch the PodGroup's status subresource (`group` is ns/name)."""
+        ...
+
+    async def patch_elastic_quota_status(self, key: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch the ElasticQuota's status subresource (`key` is ns/name;
+        a null removes a field). Raises NotFound if it is gone."""
         ...
 
     async def record_event(

@@ -38,6 +38,8 @@ class InMemoryCluster:
 
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # ElasticQuotas by ns/name (their status.used is written).
+    elastic_quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[RecordedEvent] = field(default_factory=list)
     conditions: dict[str, dict[str, str]] = field(default_factory=dict)
     fail_binds: dict[str, list[Exception]] = field(default_factory=dict)
@@ -82,6 +84,22 @@ class InMemoryCluster:
         if obj is None:
             raise NotFound(group)
         obj.setdefault("status", {}).update(status)
+        self.status_patches += 1
+
+    async def patch_elastic_quota_status(self, key: str, status: Mapping[str, Any]) -> None:
+        obj = self.elastic_quotas.get(key)
+        if obj is None:
+            raise NotFound(key)
+        current = obj.setdefault("status", {})
+        for k, v in status.items():  # a JSON merge patch, two levels deep
+            if v is None:
+                current.pop(k, None)
+            elif isinstance(v, Mapping):
+                base = current.get(k)
+                merged = {**(base if isinstance(base, dict) else {}), **v}
+                current[k] = {f: x for f, x in merged.items() if x is not None}
+            else:
+                current[k] = v
         self.status_patches += 1
 
     async def record_event(
