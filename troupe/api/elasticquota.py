@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from troupe.api._read import get_map, get_str
+from troupe.api.readers import get_map, get_str
 from troupe.api.parse import _guarded, _meta, parse_timestamp, resource_list
 from troupe.api.types import MILLI_RESOURCES, InvalidObject, Resources
 

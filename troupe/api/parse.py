@@ -52,7 +52,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
-from troupe.api._read import (
+from troupe.api.readers import (
     get_bool,
     get_int,
     get_map,

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from troupe.api._read import (
+from troupe.api.readers import (
     as_map,
     get_objs,
     get_str,

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from troupe.api._read import (
+from troupe.api.readers import (
     get_bool,
     get_int,
     get_map,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from troupe.api._read import get_int, get_str, required, unsupported
+from troupe.api.readers import get_int, get_str, required, unsupported
 from troupe.api.types import Taint, TaintEffect, Toleration, TolerationOp
 
 __all__ = [

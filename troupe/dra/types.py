@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, NamedTuple
 
-from troupe.api._read import (
+from troupe.api.readers import (
     as_map,
     get_bool,
     get_int,
