@@ -627,6 +627,20 @@ def _parse_pod(
         preemption_policy=_preemption_policy(spec, classes),
         resource_claims=_resource_claims(spec),
         claim_statuses=_claim_statuses(status),
+        host_network=get_bool(spec, "hostNetwork", "spec."),
+        host_users=None if spec.get("hostUsers") is None else get_bool(spec, "hostUsers", "spec."),
+        restart_rule_actions=frozenset(
+            get_str(r, "action", rp)
+            for p, c in [(p, c) for p, c, _ in inits] + containers
+            for rp, r in get_objs(c, "restartPolicyRules", p)
+        ),
+        bind_mount_options=any(
+            get_str_list(m, "bindMountOptions", mp)
+            for p, c in [(p, c) for p, c, _ in inits]
+            + containers
+            + get_objs(spec, "ephemeralContainers", "spec.")
+            for mp, m in get_objs(c, "volumeMounts", p)
+        ),
     )
 
 

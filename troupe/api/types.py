@@ -362,6 +362,15 @@ class Pod:
     # created from each template, by the pod's claim name; "" when none is needed).
     resource_claims: tuple[PodResourceClaim, ...] = ()
     claim_statuses: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # The spec fields a pod's required node features are inferred from (as
+    # component-helpers' nodedeclaredfeatures reads them): spec.hostNetwork,
+    # spec.hostUsers (None when unset), the actions of the containers' and init
+    # containers' restartPolicyRules, and whether a volumeMount of any container
+    # (ephemeral ones included) sets bindMountOptions.
+    host_network: bool = False
+    host_users: bool | None = None
+    restart_rule_actions: frozenset[str] = frozenset()
+    bind_mount_options: bool = False
 
     @property
     def key(self) -> PodKey:
