@@ -136,7 +136,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
     config = default_config(IN_TREE)
     if case.explain:
         config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
-    sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node)
+    sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node, registry=IN_TREE)
     measured_bound = 0
 
     def bound(key: PodKey, node: str) -> None:

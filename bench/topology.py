@@ -57,7 +57,7 @@ def _gang(g: int, kind: str | None) -> dict[str, Any]:
 async def run(gangs: int, topology: bool) -> dict[str, Any]:
     clock = VirtualClock()
     cluster = InMemoryCluster()
-    sched = Scheduler(default_config(IN_TREE), cluster, clock)
+    sched = Scheduler(default_config(IN_TREE), cluster, clock, registry=IN_TREE)
 
     def bound(key: PodKey, node: str) -> None:
         obj = cluster.pods[key]

@@ -97,7 +97,7 @@ def _quality_probe(s: Scheduler, q: Quality) -> None:
 
 async def _run(config: dict[str, Any], nodes: int, running: int, pods: int, probe: bool) -> Any:
     cluster = InMemoryCluster()
-    s = Scheduler(parse_config(config, IN_TREE), cluster, VirtualClock())
+    s = Scheduler(parse_config(config, IN_TREE), cluster, VirtualClock(), registry=IN_TREE)
 
     def bound(key: PodKey, node: str) -> None:
         obj = cluster.pods[key]

@@ -19,7 +19,7 @@ from troupe.plugins.registry import IN_TREE
 
 
 def scheduler() -> Scheduler:
-    return Scheduler(default_config(IN_TREE), InMemoryCluster(), VirtualClock())
+    return Scheduler(default_config(IN_TREE), InMemoryCluster(), VirtualClock(), registry=IN_TREE)
 
 
 def test_every_reflector_has_a_handler_in_the_table_order() -> None:

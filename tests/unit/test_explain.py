@@ -187,7 +187,7 @@ def test_the_explanation_written_on_a_pending_pod_does_not_make_it_try_again() -
     config = default_config(IN_TREE)
     config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
     cluster = InMemoryCluster()
-    s = Scheduler(config, cluster, VirtualClock())
+    s = Scheduler(config, cluster, VirtualClock(), registry=IN_TREE)
     s.on_node(make_node("n0").capacity(cpu=2, memory="4Gi", pods=10).obj())
     obj = make_pod("huge").req(cpu="8").annotate("troupe.dev/explain", "true").obj()
     cluster.pods["default/huge"] = obj
@@ -274,7 +274,7 @@ def live_scheduler(**troupe: Any) -> tuple[Any, Any]:
     config = default_config(IN_TREE)
     config = replace(config, troupe=replace(config.troupe, explain_enabled=True, **troupe))
     cluster = InMemoryCluster()
-    return Scheduler(config, cluster, VirtualClock()), cluster
+    return Scheduler(config, cluster, VirtualClock(), registry=IN_TREE), cluster
 
 
 def feed(s: Any, cluster: Any, objects: list[dict[str, Any]]) -> None:

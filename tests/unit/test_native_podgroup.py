@@ -256,7 +256,7 @@ def test_sim_same_name_in_both_apis_are_two_groups() -> None:
 def scheduler(cpu: int = 2) -> tuple[Scheduler, InMemoryCluster, VirtualClock]:
     cluster = InMemoryCluster()
     clock = VirtualClock()
-    s = Scheduler(default_config(IN_TREE), cluster, clock)
+    s = Scheduler(default_config(IN_TREE), cluster, clock, registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     s.on_node(make_node("n0").capacity(cpu=cpu, memory="8Gi", pods=110).build().raw)  # type: ignore[arg-type]
     return s, cluster, clock

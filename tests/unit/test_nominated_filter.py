@@ -158,7 +158,7 @@ CASES = [
 async def _run(case: Case, seed: int) -> str | None:
     cluster = InMemoryCluster()
     config = parse_config({"troupe": {"seed": seed}}, IN_TREE)
-    sched = Scheduler(config, cluster, VirtualClock())
+    sched = Scheduler(config, cluster, VirtualClock(), registry=IN_TREE)
     for i in range(case.nodes):
         sched.on_node(make_node(f"n{i}").capacity(cpu=case.cpu, memory="8Gi", pods=110).obj())
 

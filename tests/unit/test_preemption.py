@@ -27,7 +27,7 @@ class Harness:
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
         cfg = parse_config(config or {}, IN_TREE)
-        self.s = Scheduler(cfg, self.cluster, self.clock)
+        self.s = Scheduler(cfg, self.cluster, self.clock, registry=IN_TREE)
         self.cluster.on_pod_bound = self._bound
         self.cluster.on_pod_deleted = self._deleted
         for i in range(nodes):

@@ -75,7 +75,7 @@ def run_for(s: Scheduler, clock: VirtualClock, seconds: float) -> None:
 def setup(objs: list[dict[str, Any]]) -> tuple[Scheduler, EchoCluster, VirtualClock]:
     clock = VirtualClock()
     cluster = EchoCluster()
-    s = Scheduler(parse_config({}, IN_TREE), cluster, clock)
+    s = Scheduler(parse_config({}, IN_TREE), cluster, clock, registry=IN_TREE)
     cluster.scheduler = s
     for i in range(3):
         s.on_node(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=110).obj())
@@ -133,7 +133,7 @@ def test_issue14_a_standby_writes_nothing_and_a_malformed_pod_is_reported_once()
     per change of the problem, not on every watch event."""
     clock = VirtualClock()
     cluster = EchoCluster()
-    s = Scheduler(parse_config({}, IN_TREE), cluster, clock)
+    s = Scheduler(parse_config({}, IN_TREE), cluster, clock, registry=IN_TREE)
     cluster.scheduler = s
     s.writes_enabled = False
     bad = make_pod("bad").obj()

@@ -48,7 +48,7 @@ def test_fit_error_message_sorts_as_kube_scheduler() -> None:
 def make(n_nodes: int, **troupe: object) -> tuple[Scheduler, InMemoryCluster]:
     cluster = InMemoryCluster()
     cfg = parse_config({"percentageOfNodesToScore": 50, "troupe": troupe}, IN_TREE)
-    s = Scheduler(cfg, cluster, VirtualClock())
+    s = Scheduler(cfg, cluster, VirtualClock(), registry=IN_TREE)
 
     def bound(key: PodKey, node: str) -> None:
         s.on_pod(cluster.pods[key])
@@ -268,7 +268,7 @@ def test_two_profiles_by_scheduler_name() -> None:
         },
         IN_TREE,
     )
-    s = Scheduler(cfg, cluster, VirtualClock())
+    s = Scheduler(cfg, cluster, VirtualClock(), registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     s.on_node(make_node("busy").capacity(cpu=4, memory="8Gi", pods=10).build().raw)  # type: ignore[arg-type]
     s.on_node(make_node("idle").capacity(cpu=4, memory="8Gi", pods=10).build().raw)  # type: ignore[arg-type]
@@ -478,7 +478,7 @@ class CountingCluster(InMemoryCluster):
 
 def gang_scheduler() -> tuple[Scheduler, CountingCluster]:
     cluster = CountingCluster()
-    s = Scheduler(default_config(IN_TREE), cluster, VirtualClock())
+    s = Scheduler(default_config(IN_TREE), cluster, VirtualClock(), registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     s.on_node(make_node("n").build().raw)  # type: ignore[arg-type]
     return s, cluster

@@ -56,7 +56,9 @@ class Harness:
     def __init__(self, config: dict[str, Any] | None = None) -> None:
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
-        self.s = Scheduler(parse_config(config or {}, IN_TREE), self.cluster, self.clock)
+        self.s = Scheduler(
+            parse_config(config or {}, IN_TREE), self.cluster, self.clock, registry=IN_TREE
+        )
         self.cluster.on_pod_bound = self._bound
         self.cluster.on_pod_deleted = self._deleted
         self.rack: dict[str, str] = {}

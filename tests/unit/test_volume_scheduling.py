@@ -25,7 +25,7 @@ class Env:
         self.cluster = InMemoryCluster()
         self.clock = VirtualClock()
         cfg = parse_config({"percentageOfNodesToScore": 100}, IN_TREE)
-        self.s = Scheduler(cfg, self.cluster, self.clock)
+        self.s = Scheduler(cfg, self.cluster, self.clock, registry=IN_TREE)
         self.cluster.on_pod_bound = lambda key, node: self.s.on_pod(self.cluster.pods[key])
         if controllers:
             self.ctl = VolumeControllers(self.cluster, self.feed, {"fast": FAST})

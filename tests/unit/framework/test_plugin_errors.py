@@ -30,7 +30,7 @@ def boom(*_: Any, **__: Any) -> Any:
 
 def make(n_nodes: int = 2) -> tuple[Scheduler, InMemoryCluster]:
     cluster = InMemoryCluster()
-    s = Scheduler(parse_config({}, IN_TREE), cluster, VirtualClock())
+    s = Scheduler(parse_config({}, IN_TREE), cluster, VirtualClock(), registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     for i in range(n_nodes):
         s.on_node(make_node(f"n{i}").build().raw)  # type: ignore[arg-type]

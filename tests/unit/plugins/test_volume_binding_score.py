@@ -372,7 +372,7 @@ def _place(config: dict[str, Any]) -> str | None:
     on n0, 400Gi on n1. Where does the pod go (the simulated provisioner binds
     the claim there)?"""
     cluster = InMemoryCluster()
-    s = Scheduler(parse_config(config, IN_TREE), cluster, VirtualClock())
+    s = Scheduler(parse_config(config, IN_TREE), cluster, VirtualClock(), registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     VolumeControllers(cluster, s.on_volume_object, {"csi": CSI_SC})
     for name, zone in (("n0", "z0"), ("n1", "z1")):
