@@ -301,10 +301,15 @@ def _pod_level_requests(
     return req
 
 
+_CONTAINER_RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
+
+
 def _is_sidecar(c: Mapping[str, Any], prefix: str) -> bool:
+    """An init container with restartPolicy Always; Never and OnFailure override
+    the pod's policy for a regular init container (ContainerRestartRules)."""
     policy = get_str(c, "restartPolicy", prefix)
-    if policy and policy != "Always":
-        raise unsupported(f"{prefix}restartPolicy", policy, ["Always"])
+    if policy and policy not in _CONTAINER_RESTART_POLICIES:
+        raise unsupported(f"{prefix}restartPolicy", policy, list(_CONTAINER_RESTART_POLICIES))
     return policy == "Always"
 
 

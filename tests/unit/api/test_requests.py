@@ -228,7 +228,7 @@ def test_nonzero(pod: PodBuilder, cpu: int, memory: int) -> None:
             id="requests-not-a-map",
         ),
         pytest.param(
-            make_pod("p").spec(initContainers=[container("i") | {"restartPolicy": "Never"}]),
+            make_pod("p").spec(initContainers=[container("i") | {"restartPolicy": "Sometimes"}]),
             "spec.initContainers[0].restartPolicy",
             id="bad-restart-policy",
         ),
