@@ -1,0 +1,490 @@
+"""CapacityScheduling: elastic quotas per namespace (scheduler-plugins'
+pkg/capacityscheduling; facts carried over, code not).
+
+A namespace's ElasticQuota guarantees it `min` and lets it borrow up to `max`
+what other quotas leave unused. A thin shell: the live quotas are kept by
+`QuotaManager` (manager.py) over `ElasticQuotaInfos` (elasticquota_info.py),
+`status.used` is written by `ElasticQuotaStatusWriter` (status.py), and
+PostFilter is the preemption engine (troupe.framework.preemption) with this
+plugin's victim selection (`Preemptor`).
+
+- PreFilter: a pod of a namespace with a quota is refused (Unschedulable, so
+  PostFilter may reclaim) when its quota's used + the requests of the pods
+  nominated in that quota at the pod's priority or above + its own request
+  would exceed `max`, or when the total used of all quotas + the nominated
+  pods that count + its request would exceed the sum of every `min`. A
+  namespace without a quota is not limited. Nothing for Filter to do (Skip).
+- Reserve/Unreserve: the pod counts against its quota from Reserve.
+- PostFilter: a pod whose quota, with it, stays within its min reclaims from
+  quotas over their min, whatever the victims' priorities; a pod over its min
+  preempts only lower-priority pods of its own quota; a pod without a quota
+  preempts lower-priority pods without a quota, as DefaultPreemption. Each
+  node's dry run also checks the quota with its victims out (upstream's
+  SelectVictimsOnNode after RemovePod): `Preemptor.victims_check`. Every
+  potential node is a candidate (upstream's offset 0, all nodes); PDBs and
+  the gang rules as every preemption.
+
+Upstream's PreFilter extensions (AddPod/RemovePod on the cycle's quota
+snapshot) are the dry run's check here: Troupe's dry runs take victims off
+the snapshot and run PreFilter again for plugins whose state is not
+node-local. Inside its own preemption this plugin's PreFilter does not judge
+the quota again (the check does, with the victims out), so a PreFilter run
+again there never refuses what the dry run is freeing.
+
+Configure it as scheduler-plugins documents: enabled at multiPoint (its
+PreFilter then runs after the others), postFilter enabled with every other
+postFilter plugin disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Self
+
+from troupe.api.elasticquota import ElasticQuota
+from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey
+from troupe.core.snapshot import NodeTable
+from troupe.framework.cycle_state import CycleState
+from troupe.framework.events import (
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    EventResource,
+)
+from troupe.framework.filtering import FilterRunner
+from troupe.framework.fit import NodeSubset
+from troupe.framework.handle import Handle
+from troupe.framework.interface import (
+    EnqueueExtensions,
+    GroupPreemptionPlugin,
+    IntpArray,
+    NodeToStatus,
+    PluginArgsError,
+    PostFilterPlugin,
+    PreemptionCandidate,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from troupe.framework.preemption import (
+    Candidate,
+    DryRun,
+    Evaluator,
+    Interface,
+    ScoreFunc,
+    Victims,
+    VictimsCheck,
+    nominated_node,
+    start_time,
+)
+from troupe.framework.status import SKIP, SUCCESS, Code, Status
+from troupe.plugins.capacity_scheduling.elasticquota_info import (
+    LOWER_BOUND_OF_MIN,
+    UPPER_BOUND_OF_MAX,
+    ElasticQuotaInfo,
+    ElasticQuotaInfos,
+    add_into,
+    exceeded,
+    over,
+)
+from troupe.plugins.capacity_scheduling.manager import QuotaManager
+from troupe.plugins.capacity_scheduling.status import ElasticQuotaStatusWriter
+
+__all__ = [
+    "NAME",
+    "CapacityScheduling",
+    "ElasticQuotaInfo",
+    "ElasticQuotaInfos",
+    "ElasticQuotaSnapshotState",
+    "PreFilterState",
+    "Preemptor",
+]
+
+NAME: Final = "CapacityScheduling"
+PRE_FILTER_STATE_KEY: Final = "PreFilter" + NAME
+ELASTIC_QUOTA_SNAPSHOT_KEY: Final = "ElasticQuotaSnapshot"
+
+# Reasons and messages with scheduler-plugins' text.
+NOT_ELIGIBLE_NEVER: Final = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING: Final = "not eligible due to a terminating pod on the nominated node."
+GLOBAL_QUOTA_MAX_EXCEEDED: Final = "global quota max exceeded"
+
+
+def over_max_message(pod: Pod, info: ElasticQuotaInfo, request: Mapping[str, int]) -> str:
+    """Upstream's text, and which of cpu, memory and ephemeral-storage are
+    limited to 0 only because a non-empty spec.max leaves them out."""
+    msg = (
+        f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter because ElasticQuota "
+        f"{info.namespace} is more than Max"
+    )
+    left = info.left_out_of_max(exceeded(request, info.used, info.max, UPPER_BOUND_OF_MAX))
+    if left:
+        msg += f" ({', '.join(left)}: not in its spec.max, so limited to 0)"
+    return msg
+
+
+def over_min_message(pod: Pod) -> str:
+    return (
+        f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter because total ElasticQuota "
+        "used is more than min"
+    )
+
+
+def no_victims_message(node: str, pod: Pod) -> str:
+    return f"No victims found on node {node} for preemptor pod {pod.name}"
+
+
+@dataclass(slots=True)
+class PreFilterState:
+    """What PreFilter computed for PostFilter and Reserve (upstream's PreFilterState)."""
+
+    pod_req: Mapping[str, int]
+    # The pod's request plus those of the pods nominated in its quota at its
+    # priority or above.
+    nominated_pods_req_in_eq_with_pod_req: dict[str, int]
+    # That, plus the pods nominated in other quotas that are within their min.
+    nominated_pods_req_with_pod_req: dict[str, int]
+
+
+@dataclass(slots=True)
+class ElasticQuotaSnapshotState:
+    """The quotas as the cycle saw them at PreFilter."""
+
+    elastic_quota_infos: ElasticQuotaInfos
+
+    def remove_pods(
+        self, namespace: str, pods: Sequence[Pod]
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """Upstream's RemovePod of each of `pods` applied to a copy: the used of
+        `namespace`'s quota and the total used of all quotas without those of
+        `pods` that count against a quota."""
+        infos = self.elastic_quota_infos
+        own = infos.get(namespace)
+        own_used = dict(own.used) if own is not None else {}
+        total, _ = infos.totals()
+        for p in pods:
+            info = infos.get(p.namespace)
+            if info is None or p.key not in info.pods:
+                continue
+            add_into(total, p.requests, -1)
+            if info is own:
+                add_into(own_used, p.requests, -1)
+        return own_used, total
+
+
+def pre_filter_state(state: CycleState) -> PreFilterState:
+    return state.read(PRE_FILTER_STATE_KEY, PreFilterState)
+
+
+def snapshot_state(state: CycleState) -> ElasticQuotaSnapshotState:
+    return state.read(ELASTIC_QUOTA_SNAPSHOT_KEY, ElasticQuotaSnapshotState)
+
+
+class Preemptor(Interface):
+    """This plugin's side of the preemption engine (upstream's preemptor): the
+    cycle state of the attempt is set by the plugin before each one."""
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.state = CycleState()
+        self.evaluator: Evaluator | None = None
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        return 0, num_nodes
+
+    def candidates_to_victims_map(self, candidates: Sequence[Candidate]) -> dict[NodeName, Victims]:
+        return {c.node: Victims(c.victims, c.pdb_violations) for c in candidates}
+
+    def ordered_score_funcs(
+        self, nodes_to_victims: Mapping[NodeName, Victims]
+    ) -> list[ScoreFunc] | None:
+        return None
+
+    def pod_eligible_to_preempt_others(
+        self, pod: Pod, nominated_node_status: Status | None
+    ) -> tuple[bool, str]:
+        """Upstream's PodEligibleToPreemptOthers: not while a pod it may evict
+        terminates on its nominated node (a pod chosen by an earlier
+        preemption and not deleted yet counts as terminating)."""
+        if pod.preemption_policy == PREEMPT_NEVER:
+            return False, NOT_ELIGIBLE_NEVER
+        pfs = pre_filter_state(self.state)
+        node = nominated_node(self.handle, pod)
+        if not node:
+            return True, ""
+        st = nominated_node_status
+        if st is not None and st.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return True, ""
+        infos = snapshot_state(self.state).elastic_quota_infos
+        snap = self.handle.snapshot()
+        row = snap.row_of.get(node)
+        if row is None:
+            return True, ""
+        victims_of = self.evaluator.victims_of if self.evaluator is not None else {}
+        prio = pod.priority
+        own = infos.get(pod.namespace)
+        for p in snap.pods[row].values():
+            if not (p.deleting or victims_of.get(p.key) == pod.key):
+                continue
+            info = infos.get(p.namespace)
+            if own is not None:
+                if info is None:
+                    continue
+                if p.namespace == pod.namespace and p.priority < prio:
+                    return False, NOT_ELIGIBLE_TERMINATING
+                if (
+                    p.namespace != pod.namespace
+                    and not own.used_over_min_with(pfs.nominated_pods_req_in_eq_with_pod_req)
+                    and info.used_over_min()
+                ):
+                    return False, NOT_ELIGIBLE_TERMINATING
+            elif info is None and p.priority < prio:
+                return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: Pod, snap: NodeTable, rows: IntpArray, dry: DryRun
+    ) -> list[Candidate]:
+        """Upstream's SelectVictimsOnNode for each of `rows`: which pods may go
+        (see the module docstring); a quota over its min stops giving victims on
+        a node once the victims taken there bring it down to its min."""
+        infos = snapshot_state(state).elastic_quota_infos
+        pfs = pre_filter_state(state)
+        own = infos.get(pod.namespace)
+        prio = pod.priority
+        over_min = own is not None and own.used_over_min_with(
+            pfs.nominated_pods_req_in_eq_with_pod_req
+        )
+        for row in rows.tolist():
+            # least important first, as upstream walks the node's pods
+            pods = sorted(snap.pods[row].values(), key=_least_important_first)
+            victims: list[Pod] = []
+            if own is None:
+                victims = [p for p in pods if p.namespace not in infos and p.priority < prio]
+            elif over_min:
+                victims = [p for p in pods if p.namespace == pod.namespace and p.priority < prio]
+            else:
+                left: dict[str, dict[str, int]] = {}
+                for p in pods:
+                    info = infos.get(p.namespace)
+                    if p.namespace == pod.namespace or info is None:
+                        continue
+                    used = left.get(p.namespace)
+                    if used is None:
+                        used = left[p.namespace] = dict(info.used)
+                    if over(used, {}, info.min, LOWER_BOUND_OF_MIN):
+                        victims.append(p)
+                        if p.key in info.pods:
+                            add_into(used, p.requests, -1)
+            if not dry.add(row, victims):
+                dry.reject(
+                    row,
+                    Status(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                        (no_victims_message(snap.names[row], pod),),
+                        NAME,
+                    ),
+                )
+        return dry.run()
+
+    def victims_check(self, state: CycleState, pod: Pod) -> VictimsCheck | None:
+        """The quota with a node's victims out: the pod's quota within its max
+        and the total within the sum of min, counting the nominated pods as
+        PreFilter did (upstream checks podReq alone before reprieving, and the
+        nominated pods while reprieving; Troupe counts them both times)."""
+        snapshot = snapshot_state(state)
+        own = snapshot.elastic_quota_infos.get(pod.namespace)
+        if own is None:
+            return None
+        pfs = pre_filter_state(state)
+        in_eq = pfs.nominated_pods_req_in_eq_with_pod_req
+        with_all = pfs.nominated_pods_req_with_pod_req
+        _, total_min = snapshot.elastic_quota_infos.totals()
+        ns = pod.namespace
+        own_max = own.max
+
+        def check(out: Sequence[Pod]) -> str | None:
+            own_used, total = snapshot.remove_pods(ns, out)
+            if over(in_eq, own_used, own_max, UPPER_BOUND_OF_MAX):
+                return GLOBAL_QUOTA_MAX_EXCEEDED
+            if over(with_all, total, total_min, LOWER_BOUND_OF_MIN):
+                return GLOBAL_QUOTA_MAX_EXCEEDED
+            return None
+
+        return check
+
+
+def _least_important_first(p: Pod) -> tuple[int, float, PodKey]:
+    return (p.priority, -start_time(p), p.key)
+
+
+class CapacityScheduling(
+    PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExtensions, GroupPreemptionPlugin
+):
+    NAME: Final = NAME
+    # Its PreFilter state is read by no Filter (it has none).
+    PRE_FILTER_NODE_LOCAL: Final = True
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+        self.quotas = QuotaManager()
+        self.preemptor = Preemptor(handle)
+        self.evaluator = Evaluator(NAME, handle, self.preemptor)
+        self.preemptor.evaluator = self.evaluator
+        self.status = ElasticQuotaStatusWriter(handle, self._quota_object, self.quotas.pods_of)
+        # The pod whose preemption runs now: PreFilter, run again in its dry runs,
+        # leaves the quota to the dry run's check.
+        self._preempting: PodKey | None = None
+        handle.watch(self._on_event)
+
+    @classmethod
+    def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
+        for k in args:
+            raise PluginArgsError(str(k), "unknown field: the plugin takes no arguments")
+        return cls(handle)
+
+    def _quota_object(self, namespace: str) -> ElasticQuota | None:
+        """The namespace's ElasticQuota as last seen (its status included)."""
+        eq = self.quotas.quotas.get(namespace)
+        if eq is None:
+            return None
+        return self.handle.elastic_quotas.get(eq.key, eq)
+
+    # ---- PreFilter ----------------------------------------------------------------------
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeTable
+    ) -> tuple[PreFilterResult | None, Status]:
+        infos = self.quotas.snapshot()
+        state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, ElasticQuotaSnapshotState(infos))
+        pod_req = pod.requests
+        own = infos.get(pod.namespace)
+        if own is None:
+            state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
+            return None, SKIP
+        in_eq: dict[str, int] = {}
+        with_all: dict[str, int] = {}
+        nominator = self.handle.nominator
+        for node in list(nominator.nodes()):
+            for p in nominator.pods_on(node):
+                if p.key == pod.key:
+                    continue
+                info = infos.get(p.namespace)
+                if info is None:
+                    continue
+                if p.namespace == pod.namespace and p.priority >= pod.priority:
+                    add_into(in_eq, p.requests)
+                    add_into(with_all, p.requests)
+                elif p.namespace != pod.namespace and not info.used_over_min():
+                    add_into(with_all, p.requests)
+        add_into(in_eq, pod_req)
+        add_into(with_all, pod_req)
+        state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, in_eq, with_all))
+        if self._preempting == pod.key:
+            return None, SKIP
+        if own.used_over_max_with(in_eq):
+            return None, Status(Code.UNSCHEDULABLE, (over_max_message(pod, own, in_eq),), NAME)
+        if infos.aggregated_used_over_min_with(with_all):
+            return None, Status(Code.UNSCHEDULABLE, (over_min_message(pod),), NAME)
+        return None, SKIP  # nothing for Filter to do
+
+    # ---- PostFilter -------------------------------------------------------------------
+
+    def post_filter(
+        self, state: CycleState, pod: Pod, filtered: NodeToStatus
+    ) -> tuple[str | None, Status]:
+        self.handle.metrics.preemption_attempts.inc()
+        self.preemptor.state = state
+        self._preempting = pod.key
+        try:
+            nominated, st = self.evaluator.preempt(state, pod, filtered)
+        finally:
+            self._preempting = None
+        if st.message:
+            return nominated, Status(st.code, (f"preemption: {st.message}",), NAME)
+        return nominated, st
+
+    # ---- gangs (GroupPreemptionPlugin), served by the Evaluator ---------------------------
+
+    def member_candidate(
+        self,
+        state: CycleState,
+        pod: Pod,
+        runner: FilterRunner,
+        priority: int,
+        taken: Collection[PodKey],
+        within: NodeSubset | None = None,
+    ) -> Candidate | None:
+        self.preemptor.state = state
+        self._preempting = pod.key
+        try:
+            return self.evaluator.member_candidate(state, pod, runner, priority, taken, within)
+        finally:
+            self._preempting = None
+
+    def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None:
+        self.evaluator.prepare_member(pod, candidate, gang)
+
+    # ---- Reserve ------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
+        self.quotas.add_pod(pod)
+        self._mark(pod.namespace)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
+        self.quotas.delete_pod(pod)
+        self._mark(pod.namespace)
+
+    # ---- events -------------------------------------------------------------------------
+
+    def _mark(self, namespace: str) -> None:
+        if namespace in self.quotas.quotas:
+            self.status.mark(namespace)
+
+    def _on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        r, action = event.resource, event.action
+        q = self.quotas
+        if r is EventResource.ELASTIC_QUOTA:
+            if action & ActionType.DELETE:
+                if isinstance(old, ElasticQuota):
+                    q.delete_elastic_quota(old)
+                    self.status.mark(old.namespace)
+            elif isinstance(new, ElasticQuota):
+                if isinstance(old, ElasticQuota):
+                    q.update_elastic_quota(old, new)
+                else:
+                    q.add_elastic_quota(new)
+                self.status.mark(new.namespace)
+            return
+        if r is EventResource.ASSIGNED_POD:
+            if action & ActionType.DELETE:
+                if isinstance(old, Pod):
+                    q.delete_pod(old)
+                    self._mark(old.namespace)
+            elif isinstance(new, Pod):
+                if isinstance(old, Pod):
+                    q.update_pod(old, new)
+                else:
+                    q.add_pod(new)
+                self._mark(new.namespace)
+        elif (
+            r is EventResource.UNSCHEDULED_POD
+            and action & ActionType.DELETE
+            and isinstance(old, Pod)
+        ):
+            q.delete_pod(old)
+            self._mark(old.namespace)
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """Upstream's: a pod deleted, any ElasticQuota event; and a pod that ends
+        (it stops counting)."""
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(
+                    EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN
+                )
+            ),
+            ClusterEventWithHint(ClusterEvent(EventResource.ELASTIC_QUOTA, ActionType.ALL)),
+        ]

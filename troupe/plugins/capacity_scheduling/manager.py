@@ -1,0 +1,153 @@
+"""The live quota state CapacityScheduling keeps from cluster events (what
+scheduler-plugins' plugin keeps from its ElasticQuota and Pod informers:
+addElasticQuota, updatePod... in capacity_scheduling.go).
+
+`QuotaManager` owns the `ElasticQuotaInfos` (one per namespace with a quota),
+the ElasticQuota objects they come from, and every assigned or reserved pod by
+namespace, so that a quota created while its namespace already runs pods
+counts them at once, and a restart rebuilds use from what the API lists
+(ElasticQuotas are listed before pods, as the table of kinds orders them).
+
+What counts against a quota: a pod of its namespace from Reserve (or from the
+API, bound) until Unreserve, its deletion, or its end (Succeeded or Failed).
+A terminal pod is never counted, not even when first listed (upstream counts
+it until an update says so); a pod resized in place is counted at its new
+request. One quota per namespace: the first seen counts; another in the same
+namespace is ignored until it is the only one (upstream lets a second one's
+deletion drop the first's state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from troupe.api.elasticquota import ElasticQuota
+from troupe.api.types import Pod, PodKey
+from troupe.plugins.capacity_scheduling.elasticquota_info import (
+    ElasticQuotaInfo,
+    ElasticQuotaInfos,
+    new_elastic_quota_info,
+)
+
+
+class QuotaManager:
+    def __init__(self) -> None:
+        self.infos = ElasticQuotaInfos()
+        # The ElasticQuota each namespace's info comes from, and the others seen.
+        self.quotas: dict[str, ElasticQuota] = {}
+        self._shadowed: dict[str, dict[str, ElasticQuota]] = {}
+        # Non-terminal pods assigned or reserved, by namespace.
+        self._pods: dict[str, dict[PodKey, Pod]] = {}
+
+    # ---- snapshots ------------------------------------------------------------------
+
+    def snapshot(self) -> ElasticQuotaInfos:
+        """A copy of every quota's min, max and used for one cycle (upstream's
+        snapshotElasticQuota). The pod sets are shared, not copied: a cycle only
+        reads them, and nothing changes them while it runs."""
+        out = ElasticQuotaInfos()
+        for ns, info in self.infos.items():
+            c = ElasticQuotaInfo(ns, info.min, info.max, info.used, (), info.explicit_max)
+            c.pods = info.pods
+            out[ns] = c
+        return out
+
+    def pods_of(self, namespace: str) -> Iterator[Pod]:
+        return iter(self._pods.get(namespace, {}).values())
+
+    # ---- ElasticQuota events ----------------------------------------------------------
+
+    def add_elastic_quota(self, eq: ElasticQuota) -> None:
+        ns = eq.namespace
+        current = self.quotas.get(ns)
+        if current is not None and current.name != eq.name:
+            self._shadowed.setdefault(ns, {})[eq.name] = eq
+            return
+        if current is not None:
+            self.update_elastic_quota(current, eq)
+            return
+        self._install(eq, None)
+
+    def update_elastic_quota(self, old: ElasticQuota, new: ElasticQuota) -> None:
+        ns = new.namespace
+        current = self.quotas.get(ns)
+        if current is None:
+            self.add_elastic_quota(new)
+            return
+        if current.name != new.name:
+            self._shadowed.setdefault(ns, {})[new.name] = new
+            return
+        self._install(new, self.infos.get(ns))
+
+    def delete_elastic_quota(self, eq: ElasticQuota) -> None:
+        ns = eq.namespace
+        shadowed = self._shadowed.get(ns, {})
+        current = self.quotas.get(ns)
+        if current is None or current.name != eq.name:
+            shadowed.pop(eq.name, None)
+            if not shadowed:
+                self._shadowed.pop(ns, None)
+            return
+        del self.quotas[ns]
+        self.infos.pop(ns, None)
+        if shadowed:
+            name = min(shadowed)
+            nxt = shadowed.pop(name)
+            if not shadowed:
+                self._shadowed.pop(ns, None)
+            self._install(nxt, None)
+
+    def _install(self, eq: ElasticQuota, keep: ElasticQuotaInfo | None) -> None:
+        """The namespace's info from `eq`: its use kept from `keep` (an update, as
+        upstream's updateElasticQuota), else counted from its pods."""
+        ns = eq.namespace
+        info = new_elastic_quota_info(ns, eq.min, eq.max)
+        if keep is not None:
+            info.pods, info.used = keep.pods, keep.used
+        else:
+            for p in self.pods_of(ns):
+                info.add_pod_if_not_present(p)
+        self.quotas[ns] = eq
+        self.infos[ns] = info
+
+    # ---- pods ---------------------------------------------------------------------------
+
+    def add_pod(self, pod: Pod) -> bool:
+        """Count a pod (bound, or reserved); False if it was counted already or
+        does not count (terminal). True also for a namespace without a quota."""
+        if pod.terminal:
+            return False
+        by_key = self._pods.setdefault(pod.namespace, {})
+        known = by_key.get(pod.key)
+        by_key[pod.key] = pod
+        info = self.infos.get(pod.namespace)
+        if known is not None and info is not None and pod.requests != known.requests:
+            if info.delete_pod_if_present(known):
+                info.add_pod_if_not_present(pod)
+            return True
+        if info is None:
+            return known is None
+        return info.add_pod_if_not_present(pod)
+
+    def update_pod(self, old: Pod | None, new: Pod) -> bool:
+        """A counted pod's new version: terminal, it stops counting; resized, it
+        counts its new request. Whether anything changed."""
+        if new.terminal:
+            return self.delete_pod(new)
+        by_key = self._pods.get(new.namespace)
+        if by_key is None or new.key not in by_key:
+            return self.add_pod(new) if new.node_name else False
+        return self.add_pod(new)
+
+    def delete_pod(self, pod: Pod) -> bool:
+        by_key = self._pods.get(pod.namespace)
+        known = by_key.pop(pod.key, None) if by_key is not None else None
+        if by_key is not None and not by_key:
+            del self._pods[pod.namespace]
+        info = self.infos.get(pod.namespace)
+        if info is None:
+            return known is not None
+        return info.delete_pod_if_present(known if known is not None else pod)
+
+    def counted(self) -> Mapping[str, Mapping[PodKey, Pod]]:
+        return self._pods
