@@ -22,6 +22,7 @@ from troupe.plugins.dynamic_resources import DynamicResources
 from troupe.plugins.image_locality import ImageLocality
 from troupe.plugins.inter_pod_affinity import InterPodAffinity
 from troupe.plugins.node_affinity import NodeAffinity
+from troupe.plugins.node_declared_features import NodeDeclaredFeatures
 from troupe.plugins.node_name import NodeName
 from troupe.plugins.node_ports import NodePorts
 from troupe.plugins.node_resources_fit import NodeResourcesFit
@@ -59,6 +60,7 @@ IN_TREE: Final[Registry] = {
         NodeResourcesBalancedAllocation,
         ImageLocality,
         DefaultBinder,
+        NodeDeclaredFeatures,
         Coscheduling,
     )
 }
@@ -84,4 +86,6 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
     PluginSpec("DefaultBinder"),
+    # Appended by kube-scheduler's applyFeatureGates (GA in 1.37).
+    PluginSpec("NodeDeclaredFeatures"),
 )
