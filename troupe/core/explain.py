@@ -207,7 +207,8 @@ def explain_gang_pending(
     `snap` as if alone), pending with the gang's message."""
     ex = trial
     if ex is None or ex.attempt != attempt:
-        failed = Status(Code.UNSCHEDULABLE, (message,), "Coscheduling")
+        plugin = profile.group_scheduling
+        failed = Status(Code.UNSCHEDULABLE, (message,), plugin.NAME if plugin is not None else "")
         ex = explain_attempt(profile, pod, snap, failed, attempt, gang)
     ex.gang_pending(message)
     return ex

@@ -2,7 +2,12 @@
 on the cycle's snapshot, each placement charged before the next is searched;
 only if at least minMember fit are they assumed, reserved and permitted
 together. Nothing is held otherwise. A gang that does not fit preempts as one
-unit, through the profile's GroupPreemptionPlugin."""
+unit, through the profile's GroupPreemptionPlugin.
+
+The core names no plugin: what a gang is (which group a popped pod starts, its
+quorum, how many of its members are placed, the placement's arguments) is
+asked of the profile's GroupSchedulingPlugin (troupe.framework.interface),
+which Coscheduling implements."""
 
 from __future__ import annotations
 
@@ -31,12 +36,10 @@ from troupe.core.recorder import ObjectRef
 from troupe.core.schedule_one import PodCycle
 from troupe.core.snapshot import Overlay, pod_charge
 from troupe.core.topology import (
-    DEFAULT_DOMAINS_PER_CYCLE,
     BoolArray,
     Demand,
     Domain,
     DomainSet,
-    PlacementWeights,
     TopologyError,
     TopologySpec,
     coarser_or_equal,
@@ -48,11 +51,14 @@ from troupe.core.topology import (
 )
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
-from troupe.framework.interface import PreemptionCandidate, QueuedPodInfo
+from troupe.framework.interface import (
+    GroupSchedulingPlugin,
+    PreemptionCandidate,
+    QueuedPodInfo,
+)
 from troupe.framework.nominator import nominated_rows
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
-from troupe.plugins.coscheduling.core import CoschedulingArgs, min_field, placed_members
 
 log = logging.getLogger(__name__)
 
@@ -115,20 +121,13 @@ class GroupCycle:
         self._sweep_at = _SWEEP_MIN
 
     def wants(self, profile: Profile, qpi: QueuedPodInfo) -> PodGroup | None:
-        """The PodGroup whose group cycle this popped pod starts, if any: a gang
-        (a profile with Coscheduling at Permit) not admitted yet."""
-        ctx = self.ctx
-        group = qpi.pod.group_key
-        if group is None or not ctx.config.troupe.group_cycle:
+        """The PodGroup whose group cycle this popped pod starts, if any: the
+        profile's GroupSchedulingPlugin (at Permit) names it (a gang not
+        admitted yet)."""
+        plugin = profile.group_scheduling
+        if qpi.pod.group_key is None or not self.ctx.config.troupe.group_cycle or plugin is None:
             return None
-        if not any(name == "Coscheduling" for name, _ in profile.permit):
-            return None
-        pg = ctx.cache.pod_group(group)
-        if pg is None or not pg.gang:
-            return None
-        if placed_members(ctx.cache, ctx.waiting_pods, group) >= pg.min_member:
-            return None  # admitted: minMember already bound or assumed
-        return pg
+        return plugin.group_to_schedule(qpi.pod)
 
     def schedule(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
@@ -140,8 +139,9 @@ class GroupCycle:
         ctx = self.ctx
         group = first.pod.group_key
         assert group is not None
+        gang = _gang(profile)
         self._sweep()
-        min_member = pg.min_member
+        min_member = gang.min_count(pg)
         t0 = ctx.clock.now()
         members = [first]
         others = [
@@ -158,7 +158,7 @@ class GroupCycle:
             else:
                 members.append(q)
         members.sort(key=profile.sort_key)
-        placed_before = placed_members(ctx.cache, ctx.waiting_pods, group)
+        placed_before = gang.placed_members(group)
         try:
             spec = topology_of(pg)
         except TopologyError as e:
@@ -178,8 +178,8 @@ class GroupCycle:
         failures = trial.failures
         why = failures[0][1].message if failures else "not enough member pods are pending"
         message = (
-            f'PodGroup "{group}": {placed_before + len(trial.placements)} of {min_field(pg)} '
-            f"{min_member} pods fit; {why}"
+            f'PodGroup "{group}": {placed_before + len(trial.placements)} of '
+            f"{gang.min_count_name(pg)} {min_member} pods fit; {why}"
         )
         self._unschedulable(profile, group, members, message, trial)
 
@@ -199,7 +199,7 @@ class GroupCycle:
         ctx = self.ctx
         ctx.counters.group_failures += 1
         ctx.metrics.podgroup_attempts.labels("unschedulable").inc()
-        plugins: set[str] = set() if retry else {"Coscheduling"}
+        plugins: set[str] = set() if retry else {_gang(profile).NAME}
         for _, result in trial.failures if not retry else ():
             if isinstance(result, FitError):
                 plugins |= result.unschedulable_plugins
@@ -251,8 +251,9 @@ class GroupCycle:
         if problem is not None:
             self._unschedulable(profile, group, members, f'PodGroup "{group}": {problem}', Trial())
             return
-        limit, weights = self._topology_args(profile)
-        min_member = pg.min_member
+        gang = _gang(profile)
+        limit, weights = gang.domains_per_cycle(), gang.placement_weights()
+        min_member = gang.min_count(pg)
         demand = Demand(tuple(sorted(self._cpu_memory(q.pod) for q in members)))
         feasible = self._first_member_nodes(profile, members[0].pod)
         # Preferred levels, narrowest first: the whole gang in one domain.
@@ -282,7 +283,7 @@ class GroupCycle:
             why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
             message = (
                 f'PodGroup "{group}": {placed_before + len(trial.placements)} of '
-                f"{min_field(pg)} {min_member} pods fit; {why}"
+                f"{gang.min_count_name(pg)} {min_member} pods fit; {why}"
             )
             self._unschedulable(profile, group, members, message, trial)
             return
@@ -299,7 +300,7 @@ class GroupCycle:
             self._admit_in(profile, group, pg, members, found, level, t0)
             return
         partial, self._partial = self._partial, None
-        what = f"{min_field(pg)} {min_member}"
+        what = f"{gang.min_count_name(pg)} {min_member}"
         if left:
             # Domains not tried yet: the next cycle, after the members' backoff,
             # goes on with them. No preemption while one may hold the gang.
@@ -594,14 +595,6 @@ class GroupCycle:
                 return ds.domain(i).subset()
         return NodeSubset(_NO_ROWS, f"node(s) outside {level} the group runs in")
 
-    def _topology_args(self, profile: Profile) -> tuple[int, PlacementWeights]:
-        args = getattr(profile.plugin("Coscheduling"), "args", None)
-        if not isinstance(args, CoschedulingArgs):
-            return DEFAULT_DOMAINS_PER_CYCLE, PlacementWeights()
-        return args.topology_domains_per_cycle, PlacementWeights(
-            args.placement_pods_count_weight, args.placement_allocation_weight
-        )
-
     async def _record(
         self, ref: ObjectRef, kind: str, reason: str, message: str, action: str
     ) -> None:
@@ -824,3 +817,10 @@ class GroupCycle:
             )
         except Exception as e:
             log.warning("could not record the Preempted event of %s: %s", ref.name, e)
+
+
+def _gang(profile: Profile) -> GroupSchedulingPlugin:
+    """The profile's GroupSchedulingPlugin: a group cycle runs only with one."""
+    plugin = profile.group_scheduling
+    assert plugin is not None, f"profile {profile.scheduler_name} schedules no gangs"
+    return plugin

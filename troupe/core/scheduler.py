@@ -48,8 +48,6 @@ from troupe.framework.interface import QueuedPodInfo
 from troupe.framework.runtime import Profile
 from troupe.framework.status import Code, Status
 from troupe.framework.waiting_pods import WaitingPods
-from troupe.plugins.coscheduling.status import native_phase
-from troupe.plugins.registry import IN_TREE
 
 __all__ = [
     "FitError",
@@ -84,7 +82,11 @@ class SchedulerStats:
 class Scheduler:
     """The scheduler: its parts built and put together (see troupe/core/context.py),
     start-up, the loop, shutdown and the gauges. Cluster events come in through
-    the `on_*` handlers (EventHandlers'), the loop calls `schedule_one`."""
+    the `on_*` handlers (EventHandlers'), the loop calls `schedule_one`.
+
+    `registry` maps the plugin names a profile may enable to their classes
+    (the in-tree registry, passed by the command, the operator and the
+    tools): the core knows plugins only through it and the extension points."""
 
     def __init__(
         self,
@@ -92,7 +94,7 @@ class Scheduler:
         client: ClusterClient,
         clock: Clock,
         *,
-        registry: Mapping[str, type] = IN_TREE,
+        registry: Mapping[str, type],
         prefer_per_node: bool = False,
         metrics: Metrics | None = None,
     ) -> None:
@@ -322,7 +324,9 @@ class Scheduler:
         # group runs (or to nodes that have the labels, before any member runs).
         within = self.groups.within(qpi.pod) if qpi.pod.group_key is not None else None
         if isinstance(within, str):
-            self.failures.fail(profile, qpi, Status(Code.UNSCHEDULABLE, (within,), "Coscheduling"))
+            gang = profile.group_scheduling
+            rejector = gang.NAME if gang is not None else ""
+            self.failures.fail(profile, qpi, Status(Code.UNSCHEDULABLE, (within,), rejector))
             self.failures.count_attempt(profile, "unschedulable", 0.0)
             return
         self.pods.schedule(profile, qpi, within)
@@ -411,9 +415,7 @@ class Scheduler:
                 by_plugin[k] = by_plugin.get(k, 0) + 1
         phases: dict[str, int] = {}
         for pg in self.cache.pod_groups():
-            phase = (
-                native_phase(pg.status) if pg.native else str(pg.status.get("phase") or "Pending")
-            )
+            phase = self.group_phase(pg.api_version, pg.status)
             phases[phase] = phases.get(phase, 0) + 1
         m.podgroups.clear()
         for phase, n in phases.items():
@@ -421,6 +423,14 @@ class Scheduler:
         m.unschedulable_pods.clear()
         for (plugin, profile), n in by_plugin.items():
             m.unschedulable_pods.labels(plugin, profile).set(n)
+
+    def group_phase(self, api_version: str, status: Mapping[str, Any]) -> str:
+        """A PodGroup's state in one word, as the first profile that schedules
+        gangs (its GroupSchedulingPlugin) tells it; without one, status.phase."""
+        for profile in self.profiles.values():
+            if profile.group_scheduling is not None:
+                return profile.group_scheduling.group_phase(api_version, status)
+        return str(status.get("phase") or "Pending")
 
     def statistics(self) -> SchedulerStats:
         c = self.ctx.counters

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from troupe.api.types import NodeName, Pod, PodKey
+from troupe.api.types import GroupKey, NodeName, Pod, PodGroup, PodKey
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ClusterEventWithHint,
@@ -34,6 +34,7 @@ from troupe.framework.status import Status
 
 if TYPE_CHECKING:
     from troupe.core.snapshot import NodeTable
+    from troupe.core.topology import PlacementWeights
     from troupe.framework.handle import Handle
 
 BoolArray = npt.NDArray[np.bool_]
@@ -135,6 +136,14 @@ def pre_filter_is_node_local(plugin: object) -> bool:
     return bool(getattr(plugin, "PRE_FILTER_NODE_LOCAL", False))
 
 
+def pre_enqueue_is_reported(plugin: object) -> bool:
+    """Whether the scheduler says on the pod why a PreEnqueue plugin keeps it
+    out of the activeQ (PodScheduled False, a FailedScheduling event). A plugin
+    whose reason the pod's own spec shows declares `PRE_ENQUEUE_REPORTED =
+    False` (SchedulingGates: the pod lists its schedulingGates)."""
+    return bool(getattr(plugin, "PRE_ENQUEUE_REPORTED", True))
+
+
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(
@@ -194,6 +203,55 @@ class GroupPreemptionPlugin(Plugin, Protocol):
     ) -> PreemptionCandidate | None: ...
 
     def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None: ...
+
+
+class GroupSchedulingPlugin(Plugin, Protocol):
+    """Troupe's extension of Permit for gangs: the group cycle. A popped pod
+    whose gang is not admitted yet (`group_to_schedule`) does not go through
+    the pod cycle alone: the core searches every queued member of its group on
+    the cycle's snapshot, each placement charged before the next member is
+    searched, and assumes, reserves and permits them only when at least
+    `min_count` of the group are then placed (`placed_members` counts those
+    that were already). Nothing is held otherwise, and every member fails with
+    the gang's message, naming the plugin as the rejector (its
+    `events_to_register` bring the members back).
+
+    The core names no plugin: it asks the profile's Permit plugin that
+    subclasses this one (the runtime looks at the class hierarchy, as for every
+    point); a profile without one schedules each pod alone. Coscheduling
+    implements it with its PodGroupManager."""
+
+    def group_to_schedule(self, pod: Pod) -> PodGroup | None:
+        """The group whose group cycle `pod` starts: its PodGroup if that is a
+        gang with fewer than `min_count` members placed, else None."""
+        ...
+
+    def min_count(self, pg: PodGroup) -> int:
+        """How many members must be placed together for the gang to be admitted."""
+        ...
+
+    def min_count_name(self, pg: PodGroup) -> str:
+        """What the group's API calls `min_count`, for messages (minMember, minCount)."""
+        ...
+
+    def placed_members(self, group: GroupKey) -> int:
+        """How many of the group's members hold a place (bound, or assumed and
+        not rejected at Permit)."""
+        ...
+
+    def domains_per_cycle(self) -> int:
+        """For a gang with a topology request: the domains of a level placed in
+        per group cycle (the next cycle goes on with those not tried)."""
+        ...
+
+    def placement_weights(self) -> PlacementWeights:
+        """The weights of the scores that rank a level's domains."""
+        ...
+
+    def group_phase(self, api_version: str, status: Mapping[str, Any]) -> str:
+        """The state in one word of a PodGroup of `api_version` whose status is
+        `status` (displays and the troupe_podgroups gauge)."""
+        ...
 
 
 @runtime_checkable

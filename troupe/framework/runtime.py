@@ -33,6 +33,7 @@ from troupe.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     GroupPreemptionPlugin,
+    GroupSchedulingPlugin,
     Int64Array,
     IntpArray,
     NodeFilterPlugin,
@@ -56,6 +57,7 @@ from troupe.framework.interface import (
     ScorePlugin,
     TrialChargePlugin,
     implements,
+    pre_enqueue_is_reported,
     pre_filter_is_node_local,
 )
 from troupe.framework.status import SUCCESS, Code, Status
@@ -335,6 +337,10 @@ class Profile:
             (n, p) for n, p, _ in at("filter") if TrialChargePlugin in type(p).__mro__
         ]
         self.permit: list[tuple[str, PermitPlugin]] = [(n, p) for n, p, _ in at("permit")]
+        # The Permit plugin that schedules gangs in a group cycle, if any.
+        self.group_scheduling: GroupSchedulingPlugin | None = next(
+            (p for _, p, _ in at("permit") if GroupSchedulingPlugin in type(p).__mro__), None
+        )
         self.pre_bind: list[tuple[str, PreBindPlugin]] = [(n, p) for n, p, _ in at("preBind")]
         self.bind: list[tuple[str, BindPlugin]] = [(n, p) for n, p, _ in at("bind")]
         if not self.bind:
@@ -352,6 +358,12 @@ class Profile:
                 except Exception:
                     log.exception("plugin %s: events_to_register failed", name)
         return out
+
+    def reports_pre_enqueue(self, plugin: str) -> bool:
+        """Whether the pod is told why PreEnqueue plugin `plugin` keeps it
+        waiting (see troupe.framework.interface.pre_enqueue_is_reported)."""
+        p = self.instances.get(plugin)
+        return p is None or pre_enqueue_is_reported(p)
 
     def run_pre_enqueue(self, pod: Pod) -> Status:
         for name, p in self.pre_enqueue:

@@ -24,6 +24,9 @@ from troupe.framework.status import SUCCESS, Code, Status
 
 class SchedulingGates(NoArgs, PreEnqueuePlugin, EnqueueExtensions):
     NAME: Final = "SchedulingGates"
+    # The pod's own spec says why it waits (its schedulingGates): the scheduler
+    # writes nothing on it (troupe.framework.interface.pre_enqueue_is_reported).
+    PRE_ENQUEUE_REPORTED: Final = False
 
     def pre_enqueue(self, pod: Pod) -> Status:
         if not pod.scheduling_gates:

@@ -2,7 +2,9 @@
 
 A thin shell: every extension point forwards to `PodGroupManager` (core.py),
 which owns the gang state; PodGroup status is kept by `PodGroupStatusTracker`
-(status.py). With Troupe's atomic group cycle (scheduler.py) a gang's pods are
+(status.py). It serves Troupe's atomic group cycle (troupe.core.group_cycle)
+as its GroupSchedulingPlugin: the core asks it which group a pod starts, the
+group's minMember and how many members are placed, and a gang's pods are then
 placed together and only admitted when minMember fit; Permit-based waiting
 remains for members that arrive later, and is the whole mechanism when the
 group cycle is switched off (scheduler-plugins' behaviour).
@@ -19,8 +21,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Self
 
-from troupe.api.types import MAX_DURATION_SECONDS, NodeName, Pod, PodGroup, describe_int
+from troupe.api.types import (
+    MAX_DURATION_SECONDS,
+    NATIVE_POD_GROUP_API,
+    GroupKey,
+    NodeName,
+    Pod,
+    PodGroup,
+    describe_int,
+)
 from troupe.core.snapshot import NodeTable
+from troupe.core.topology import DEFAULT_DOMAINS_PER_CYCLE, PlacementWeights
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -32,6 +43,7 @@ from troupe.framework.events import (
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     EnqueueExtensions,
+    GroupSchedulingPlugin,
     NodeToStatus,
     PermitPlugin,
     PluginArgsError,
@@ -45,8 +57,8 @@ from troupe.framework.interface import (
     ReservePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager
-from troupe.plugins.coscheduling.status import PodGroupStatusTracker
+from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager, min_field
+from troupe.plugins.coscheduling.status import PodGroupStatusTracker, native_phase
 
 __all__ = ["Coscheduling", "CoschedulingArgs", "PodGroupManager"]
 
@@ -78,6 +90,7 @@ class Coscheduling(
     ReservePlugin,
     PostBindPlugin,
     EnqueueExtensions,
+    GroupSchedulingPlugin,
 ):
     NAME: Final = NAME
     # Its PreFilter state depends on the pod and the node only (see
@@ -110,7 +123,9 @@ class Coscheduling(
                 permit_waiting_time_seconds=_seconds(args, "permitWaitingTimeSeconds", 60, 1),
                 pod_group_backoff_seconds=_seconds(args, "podGroupBackoffSeconds", 0, 0),
                 status_coalesce_seconds=_seconds(args, "statusCoalesceSeconds", 1, 0),
-                topology_domains_per_cycle=_count(args, "topologyDomainsPerCycle", 16, 1, 100_000),
+                topology_domains_per_cycle=_count(
+                    args, "topologyDomainsPerCycle", DEFAULT_DOMAINS_PER_CYCLE, 1, 100_000
+                ),
                 placement_pods_count_weight=_count(args, "placementPodsCountWeight", 1, 0, 100),
                 placement_allocation_weight=_count(args, "placementAllocationWeight", 1, 0, 100),
             ),
@@ -205,6 +220,40 @@ class Coscheduling(
     async def post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None:
         if pod.group_key is not None:
             self.status.mark(pod.group_key)
+
+    # ---- the group cycle (GroupSchedulingPlugin) -------------------------------------
+
+    def group_to_schedule(self, pod: Pod) -> PodGroup | None:
+        key, pg = self.manager.group(pod)
+        if key is None or pg is None or not pg.gang:
+            return None
+        if self.manager.placed(key) >= pg.min_member:
+            return None  # admitted: minMember already bound or assumed
+        return pg
+
+    def min_count(self, pg: PodGroup) -> int:
+        return pg.min_member
+
+    def min_count_name(self, pg: PodGroup) -> str:
+        return min_field(pg)
+
+    def placed_members(self, group: GroupKey) -> int:
+        return self.manager.placed(group)
+
+    def domains_per_cycle(self) -> int:
+        return self.args.topology_domains_per_cycle
+
+    def placement_weights(self) -> PlacementWeights:
+        return PlacementWeights(
+            self.args.placement_pods_count_weight, self.args.placement_allocation_weight
+        )
+
+    def group_phase(self, api_version: str, status: Mapping[str, Any]) -> str:
+        """scheduler-plugins' phase for its PodGroups (status.phase); for
+        Kubernetes' own, which have none, the reason of the scheduled condition."""
+        if api_version.partition("/")[0] == NATIVE_POD_GROUP_API:
+            return native_phase(status)
+        return str(status.get("phase") or "Pending")
 
     # ---- queueing hints -----------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from troupe.api.types import GroupKey, Pod, PodGroup
+from troupe.core.topology import DEFAULT_DOMAINS_PER_CYCLE
 from troupe.framework.handle import ClusterLister, Handle
 from troupe.framework.status import SUCCESS, Code, Status
 from troupe.framework.waiting_pods import WaitingPods
@@ -28,7 +29,7 @@ class CoschedulingArgs:
     status_coalesce_seconds: float = 1.0
     # Topology-aware placement (troupe.core.topology): domains placed per group cycle
     # and level, and the weights of the placement scores.
-    topology_domains_per_cycle: int = 16
+    topology_domains_per_cycle: int = DEFAULT_DOMAINS_PER_CYCLE
     placement_pods_count_weight: int = 1
     placement_allocation_weight: int = 1
 
