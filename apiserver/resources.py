@@ -186,6 +186,24 @@ PODGROUP: Final = Resource(
     custom=True,
 )
 
+# scheduler-plugins' ElasticQuota (crds/scheduling.x-k8s.io_elasticquotas.yaml),
+# served with its PodGroup.
+ELASTICQUOTA: Final = Resource(
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    "elasticquotas",
+    "ElasticQuota",
+    True,
+    ("eq", "eqs"),
+    frozenset({"status"}),
+    (
+        ("Used", "string", ".status.used", 0),
+        ("Min", "string", ".spec.min", 0),
+        ("Max", "string", ".spec.max", 0),
+        ("Age", "date", ".metadata.creationTimestamp", 0),
+    ),
+    custom=True,
+)
 
 # Kubernetes' own PodGroup (scheduling.k8s.io; GenericWorkload), built in, with
 # a status subresource. A server serves one of its versions (see Store); pods'

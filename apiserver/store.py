@@ -178,8 +178,9 @@ class Store:
         self.binds = 0
         for res in resources.BUILTIN:
             self.register(res)
-        if podgroups:
+        if podgroups:  # scheduler-plugins' CRDs
             self.register(resources.PODGROUP)
+            self.register(resources.ELASTICQUOTA)
         if native_podgroups is not None:
             self.register(resources.native_podgroups(native_podgroups))
         ns_res = self._res("", "v1", "namespaces")

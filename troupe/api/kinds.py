@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from troupe.api.elasticquota import ELASTIC_QUOTA_GROUP, ELASTIC_QUOTA_VERSION
 from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 
 POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
@@ -137,6 +138,12 @@ KINDS: Final = (
     Kind(
         "PodGroup", NATIVE_POD_GROUP_API, "podgroups", "on_pod_group",
         versions=NATIVE_POD_GROUP_VERSIONS, writes=(Write(("patch",), "status"),),
+    ),
+    # scheduler-plugins' ElasticQuotas, CapacityScheduling's quotas (it writes
+    # their status.used); before pods, so that a restart counts pods against them.
+    Kind(
+        "ElasticQuota", ELASTIC_QUOTA_GROUP, "elasticquotas", "on_elastic_quota",
+        versions=(ELASTIC_QUOTA_VERSION,), writes=(Write(("patch",), "status"),),
     ),
     # Preemption respects them, best effort.
     Kind("PodDisruptionBudget", "policy", "poddisruptionbudgets", "on_pdb"),

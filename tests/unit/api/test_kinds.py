@@ -3,7 +3,13 @@ API discovery's kinds, cluster scope, the simulator's intake)."""
 
 from __future__ import annotations
 
-from apiserver.resources import BUILTIN, NATIVE_PODGROUP_VERSIONS, PODGROUP, native_podgroups
+from apiserver.resources import (
+    BUILTIN,
+    ELASTICQUOTA,
+    NATIVE_PODGROUP_VERSIONS,
+    PODGROUP,
+    native_podgroups,
+)
 from troupe.api.kinds import (
     CLUSTER_SCOPED,
     KINDS,
@@ -63,7 +69,7 @@ def test_cluster_scope() -> None:
 def test_the_embedded_api_server_serves_every_watched_kind() -> None:
     """So that the integration tests run a reflector of every kind: a kind
     added to the table is served by apiserver/ too (one version suffices)."""
-    served = {r.key for r in (*BUILTIN, PODGROUP)}
+    served = {r.key for r in (*BUILTIN, PODGROUP, ELASTICQUOTA)}
     served |= {native_podgroups(v).key for v in NATIVE_PODGROUP_VERSIONS}
     for k in KINDS:
         if k.watched:
