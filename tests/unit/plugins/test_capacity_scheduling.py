@@ -43,7 +43,7 @@ from troupe.plugins.capacity_scheduling.elasticquota_info import (
 )
 from troupe.plugins.registry import IN_TREE
 
-REGISTRY: Final = {**IN_TREE, NAME: CapacityScheduling}
+REGISTRY: Final = IN_TREE
 MID, HIGH = 100, 1000
 # scheduler-plugins' documented profile: multiPoint, and postFilter alone.
 PROFILE: Final = {
