@@ -153,11 +153,10 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from troupe.config import ConfigError, load_config
-    from troupe.core.metrics import ServeError
     from troupe.framework.runtime import ProfileError
-    from troupe.kube import KubeClient, load_api_client
+    from troupe.kube import KubeClient, load_connection
     from troupe.operator.main import run
-    from troupe.operator.serving import ServingConfigError, server_tls
+    from troupe.operator.serving import ServeError, ServingConfigError, server_tls
     from troupe.plugins.registry import IN_TREE
 
     try:
@@ -193,7 +192,7 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     try:
         kube = KubeClient(
-            load_api_client(cc.kubeconfig or None),
+            load_connection(cc.kubeconfig or None),
             qps=cc.qps,
             burst=cc.burst,
             identity=args.identity,

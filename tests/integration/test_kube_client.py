@@ -1,4 +1,6 @@
-"""KubeClient (the real ClusterClient) against the embedded API server over HTTP."""
+"""KubeClient (the real ClusterClient) against the embedded API server over HTTP:
+every call Troupe makes goes through one stack (aiohttp, troupe.kube.transport)
+and comes back as the typed errors of troupe.kube.errors."""
 
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ from kubernetes import client as k8s
 
 from apiserver import ApiServer
 from troupe.api.types import NodeName, PodKey
-from troupe.core.cluster import BindConflict, NotFound, NotLeader
+from troupe.core.cluster import BindConflict, Conflict, NotFound, NotLeader
 from troupe.core.recorder import ObjectRef
-from troupe.kube import ApiError, KubeClient, load_api_client
-from troupe.operator.leader import LeaseConflict, LeaseRecord
+from troupe.kube import ApiError, Connection, KubeClient, discover_version, load_connection
+from troupe.kube.lease import LeaseConflict, LeaseRecord
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",
@@ -31,9 +33,7 @@ POD: dict[str, Any] = {
 @pytest.fixture
 async def env() -> AsyncIterator[tuple[ApiServer, KubeClient]]:
     async with ApiServer(podgroups=True) as srv:
-        cfg = k8s.Configuration()
-        cfg.host = srv.url
-        kube = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
+        kube = KubeClient(Connection.to(srv.url), backoff=0.01, identity="test")
         try:
             yield srv, kube
         finally:
@@ -168,18 +168,18 @@ async def test_conditions_and_podgroup_status(env: tuple[ApiServer, KubeClient])
 async def test_per_pod_writes_over_tls_carry_the_token_and_content_types(
     tmp_path: Path,
 ) -> None:
-    """Binds, Events and status patches skip the generated API (KubeClient._send):
-    they still verify the server's certificate, carry the bearer token and the
-    client's User-Agent, and send the content types the generated API would."""
+    """Binds, Events and status patches verify the server's certificate with the
+    kubeconfig's CA, carry its bearer token and this replica's User-Agent, and
+    send the content types the generated API would."""
     async with ApiServer(tls=True, token="right") as srv:
         p = srv.create(POD)
         kube = KubeClient(
-            load_api_client(str(srv.write_kubeconfig(tmp_path / "kc", token="right"))),
+            load_connection(str(srv.write_kubeconfig(tmp_path / "kc", token="right"))),
             backoff=0.01,
             identity="test",
         )
         wrong = KubeClient(
-            load_api_client(str(srv.write_kubeconfig(tmp_path / "bad", token="wrong"))),
+            load_connection(str(srv.write_kubeconfig(tmp_path / "bad", token="wrong"))),
             retries=0,
             identity="wrong",
         )
@@ -224,7 +224,7 @@ async def test_lease_create_update_and_conflicts(env: tuple[ApiServer, KubeClien
 
 async def test_lease_calls_do_not_wait_behind_writes(env: tuple[ApiServer, KubeClient]) -> None:
     """#14.3: binds hung at the server occupy the writes lane; the Lease lane
-    has its own connection, threads and budget."""
+    has its own connection and budget."""
     srv, kube = env
     for i in range(8):
         srv.create({**POD, "metadata": {"name": f"p{i}", "namespace": "default"}})
@@ -236,7 +236,7 @@ async def test_lease_calls_do_not_wait_behind_writes(env: tuple[ApiServer, KubeC
     ]
     await asyncio.sleep(0.2)
     lease = kube.lease("kube-system", "troupe-scheduler")
-    # While every write thread is stuck, the Lease is still created and read
+    # While every write is stuck, the Lease is still created and read
     # (behind the writes, this would wait until the binds' timeouts).
     await asyncio.wait_for(lease.create(LeaseRecord("a", 15, 100.0, 100.0)), 10)
     assert await asyncio.wait_for(lease.get(), 10) is not None
@@ -251,13 +251,9 @@ async def test_per_pod_writes_follow_the_clients_tls_settings(tmp_path: Path) ->
     insecure-skip-tls-verify (verify_ssl False) accepts it."""
     async with ApiServer(tls=True) as srv:
         p = srv.create(POD)
-        cfg = k8s.Configuration()
-        cfg.host = srv.url  # no CA: the system's trust store does not know the test CA
-        untrusting = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
-        insecure_cfg = k8s.Configuration()
-        insecure_cfg.host = srv.url
-        insecure_cfg.verify_ssl = False
-        insecure = KubeClient(k8s.ApiClient(insecure_cfg), backoff=0.01, identity="test")
+        # No CA: the system's trust store does not know the test CA.
+        untrusting = KubeClient(Connection.to(srv.url), backoff=0.01, identity="test")
+        insecure = KubeClient(Connection.to(srv.url, verify=False), backoff=0.01, identity="test")
         try:
             with pytest.raises(ApiError) as e:
                 await untrusting.bind(PodKey("default/p"), "", NodeName("n1"))
@@ -279,7 +275,7 @@ async def test_per_pod_writes_take_a_refreshed_token() -> None:
         cfg.host = srv.url
         cfg.api_key = {"authorization": "old"}
         cfg.api_key_prefix = {"authorization": "Bearer"}
-        kube = KubeClient(k8s.ApiClient(cfg), retries=0, identity="test")
+        kube = KubeClient(Connection(cfg), retries=0, identity="test")
         try:
             with pytest.raises(ApiError) as e:
                 await kube.set_pod_condition(PodKey("default/p"), "False", "Unschedulable", "m")
@@ -311,12 +307,12 @@ async def test_per_pod_writes_go_through_the_configured_proxy(
     cfg.host = srv.url
     cfg.proxy = dead
     cfg.no_proxy = ""
-    proxied = KubeClient(k8s.ApiClient(cfg), retries=0, identity="test")
+    proxied = KubeClient(Connection(cfg), retries=0, identity="test")
     cfg2 = k8s.Configuration()
     cfg2.host = srv.url
     cfg2.proxy = dead
     cfg2.no_proxy = "127.0.0.1"
-    bypassed = KubeClient(k8s.ApiClient(cfg2), retries=0, identity="test")
+    bypassed = KubeClient(Connection(cfg2), retries=0, identity="test")
     try:
         with pytest.raises(OSError):  # the proxy refused the connection
             await proxied.bind(PodKey("default/p"), "", NodeName("n1"))
@@ -326,3 +322,58 @@ async def test_per_pod_writes_go_through_the_configured_proxy(
     finally:
         await proxied.aclose()
         await bypassed.aclose()
+
+
+PV: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolume",
+    "metadata": {"name": "pv1"},
+    "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"]},
+}
+
+
+async def test_volume_patches_return_the_object_and_type_conflicts(
+    env: tuple[ApiServer, KubeClient],
+) -> None:
+    """VolumeBinding's PreBind writes: a merge patch whose resourceVersion is
+    a precondition; the object as written comes back."""
+    srv, kube = env
+    pv = srv.create(PV)
+    rv = pv["metadata"]["resourceVersion"]
+    ref = {"namespace": "default", "name": "c"}
+    got = await kube.patch_persistent_volume(
+        "pv1", {"metadata": {"resourceVersion": rv}, "spec": {"claimRef": ref}}
+    )
+    assert got["spec"]["claimRef"] == ref and got["metadata"]["resourceVersion"] != rv
+    with pytest.raises(Conflict) as e:  # the same precondition again: stale now
+        await kube.patch_persistent_volume("pv1", {"metadata": {"resourceVersion": rv}})
+    assert str(e.value).startswith("pv1: HTTP 409")
+    with pytest.raises(NotFound):
+        await kube.patch_persistent_volume_claim("default/none", {"metadata": {}})
+
+
+async def test_delete_pod_of_a_recreated_pod_is_not_found(
+    env: tuple[ApiServer, KubeClient],
+) -> None:
+    """Preemption's eviction: the uid precondition fails (409) on a pod
+    re-created under the victim's name, which is NotFound to the caller."""
+    srv, kube = env
+    old = srv.create(POD)
+    srv.delete("pods", "default", "p")
+    srv.create(POD)
+    with pytest.raises(NotFound):
+        await kube.delete_pod(PodKey("default/p"), old["metadata"]["uid"], 0)
+    assert srv.get("pods", "default", "p") is not None
+    with pytest.raises(NotFound):
+        await kube.delete_pod(PodKey("default/none"), "", None)
+    cur = srv.get("pods", "default", "p")
+    assert cur is not None
+    await kube.delete_pod(PodKey("default/p"), cur["metadata"]["uid"], 0)
+    assert srv.get("pods", "default", "p") is None
+
+
+async def test_discovery_reads_through_the_same_lane(env: tuple[ApiServer, KubeClient]) -> None:
+    _, kube = env
+    assert await discover_version(kube, "coordination.k8s.io", ["v1"], "leases") == "v1"
+    assert await discover_version(kube, "coordination.k8s.io", ["v1"], "nothings") is None
+    assert await discover_version(kube, "nowhere.example.com", ["v1"], "things") is None

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 
 from apiserver import ApiServer
 from apiserver.replica import Troupe, until
@@ -17,7 +16,7 @@ from apiserver.resources import native_podgroups
 from tests.builders import make_node, make_pod
 from tests.integration.test_operator import assert_rbac_covers, bound
 from troupe.core.cluster import NotFound
-from troupe.kube import KubeClient, discover_native_pod_groups
+from troupe.kube import Connection, KubeClient, discover_native_pod_groups
 
 NATIVE = "podgroups.scheduling.k8s.io"
 
@@ -119,9 +118,7 @@ async def _discover(*versions: str) -> tuple[str | None, ApiServer, KubeClient]:
     await srv.start()
     for v in versions:
         srv.store.register(native_podgroups(v))
-    cfg = k8s.Configuration()
-    cfg.host = srv.url
-    kube = KubeClient(k8s.ApiClient(cfg), backoff=0.01, identity="test")
+    kube = KubeClient(Connection.to(srv.url), backoff=0.01, identity="test")
     return await discover_native_pod_groups(kube), srv, kube
 
 

@@ -1,18 +1,14 @@
 """Metrics: kube-scheduler's names and labels, gang attempts, the exposition's
-lint, and the health endpoints."""
+lint, and the health checks' registry (tests/unit/test_serving.py serves them)."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import shutil
-import socket
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,9 +17,8 @@ from troupe.api.types import PodKey
 from troupe.config import default_config
 from troupe.core.clock import VirtualClock
 from troupe.core.memory_cluster import InMemoryCluster
-from troupe.core.metrics import HealthChecks, Metrics, run_checks
+from troupe.core.metrics import HealthChecks, Metrics
 from troupe.core.scheduler import Scheduler
-from troupe.operator.serving import DelegatingAuth, server_tls
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.simulate import Simulation, load_objects
 
@@ -90,7 +85,7 @@ def gang_cluster(n_nodes: int, members: int = 4) -> tuple[Scheduler, Metrics, Vi
     clock = VirtualClock(start=1_700_000_000)
     cluster = InMemoryCluster()
     metrics = Metrics()
-    s = Scheduler(default_config(IN_TREE), cluster, clock, metrics=metrics)
+    s = Scheduler(default_config(IN_TREE), cluster, clock, metrics=metrics, registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
     for i in range(n_nodes):
         s.on_node(make_node(f"n{i}").capacity(cpu="4", memory="8Gi", pods="110").obj())
@@ -322,116 +317,6 @@ def test_promtool_check_metrics() -> None:
         check=False,
     )
     assert r.returncode == 0, r.stdout + r.stderr
-
-
-# ---- health endpoints ---------------------------------------------------------------
-
-
-def test_health_output_is_kube_apiservers() -> None:
-    checks = {"scheduling-loop": lambda: None, "leader-election": lambda: "lease expired"}
-    r = run_checks("livez", {"scheduling-loop": lambda: None})
-    assert (r.status, r.body) == (200, "ok")
-    r = run_checks("livez", {"scheduling-loop": lambda: None}, verbose=True)
-    assert r.body == "[+]ping ok\n[+]scheduling-loop ok\nlivez check passed\n"
-    r = run_checks("readyz", checks)
-    assert r.status == 500
-    assert r.body == (
-        "[+]ping ok\n[+]scheduling-loop ok\n"
-        "[-]leader-election failed: reason withheld\nreadyz check failed\n"
-    )
-    assert r.failed == {"leader-election": "lease expired"}
-    r = run_checks("readyz", checks, exclude=frozenset({"leader-election", "nope"}))
-    assert r.status == 200
-    r = run_checks("readyz", checks, verbose=True, exclude=frozenset({"leader-election", "nope"}))
-    assert r.body == (
-        "[+]ping ok\n[+]scheduling-loop ok\n[+]leader-election excluded: ok\n"
-        'warn: some health checks cannot be excluded: no matches for "nope"\n'
-        "readyz check passed\n"
-    )
-
-
-def test_a_check_that_raises_has_failed() -> None:
-    def broken() -> str | None:
-        raise RuntimeError("boom")
-
-    r = run_checks("healthz", {"broken": broken})
-    assert r.status == 500
-    assert r.failed == {"broken": "RuntimeError: boom"}
-    assert "[-]broken failed: reason withheld\n" in r.body
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Masters:
-    """TokenReviews: the token "admin" is a member of system:masters (who is
-    never asked about; tests/unit/test_serving.py tests the rest)."""
-
-    async def review_token(self, token: str) -> Mapping[str, Any]:
-        user = {"username": "admin", "groups": ["system:masters"]}
-        return {"authenticated": True, "user": user} if token == "admin" else {}
-
-    async def review_access(self, spec: Mapping[str, Any]) -> Mapping[str, Any]:
-        raise AssertionError("system:masters is always allowed")
-
-
-async def test_endpoints() -> None:
-    metrics = Metrics()
-    metrics.schedule_attempts.labels("scheduled", "p").inc()
-    ready = False
-    loop_alive = True
-    metrics.health.livez["scheduling-loop"] = lambda: None if loop_alive else "task ended"
-    port = free_port()
-    auth = DelegatingAuth(Masters())
-    stop = await metrics.serve("127.0.0.1", port, lambda: ready, tls=server_tls(), auth=auth)
-    base = f"https://127.0.0.1:{port}"
-    try:
-        async with aiohttp.ClientSession(
-            headers={"Authorization": "Bearer admin"}, connector=aiohttp.TCPConnector(ssl=False)
-        ) as http:
-
-            async def get(path: str) -> tuple[int, str]:
-                async with http.get(base + path) as r:
-                    return r.status, await r.text()
-
-            status, body = await get("/metrics")
-            assert status == 200
-            assert 'scheduler_schedule_attempts_total{profile="p",result="scheduled"} 1.0' in body
-            assert await get("/livez") == (200, "ok")
-            assert await get("/healthz?verbose") == (
-                200,
-                "[+]ping ok\n[+]scheduling-loop ok\nhealthz check passed\n",
-            )
-            assert await get("/readyz") == (
-                500,
-                "[+]ping ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n",
-            )
-            assert await get("/readyz/informer-sync") == (
-                500,
-                "internal server error: initial lists not done\n",
-            )
-            assert await get("/readyz?exclude=informer-sync") == (200, "ok")
-            ready = True
-            assert await get("/readyz") == (200, "ok")
-            assert await get("/readyz/informer-sync") == (200, "ok")
-            assert await get("/readyz/ping") == (200, "ok")
-            assert (await get("/readyz/nope"))[0] == 404
-            # A check registered after serve() is picked up.
-            metrics.health.readyz["shutdown"] = lambda: "stopping"
-            assert (await get("/readyz"))[0] == 500
-            loop_alive = False
-            assert await get("/livez?verbose") == (
-                500,
-                "[+]ping ok\n[-]scheduling-loop failed: reason withheld\nlivez check failed\n",
-            )
-            async with http.get(base + "/livez") as r:
-                assert r.headers["Content-Type"].startswith("text/plain")
-                assert r.headers["X-Content-Type-Options"] == "nosniff"
-    finally:
-        await stop()  # type: ignore[misc]
 
 
 def test_health_checks_start_empty() -> None:

@@ -1,7 +1,7 @@
-"""The secure port (troupe.operator.serving through Metrics.serve): TLS, authentication
-by TokenReview, authorization by SubjectAccessReview, as kube-scheduler's
-delegating authn/authz answer; the API server is a fake Reviewer and the
-caches' clock a fake one."""
+"""The secure port (troupe.operator.serving): the health endpoints as
+k8s.io/apiserver's healthz answers them, TLS, authentication by TokenReview,
+authorization by SubjectAccessReview, as kube-scheduler's delegating authn/authz
+answer; the API server is a fake Reviewer and the caches' clock a fake one."""
 
 from __future__ import annotations
 
@@ -18,7 +18,15 @@ import pytest
 import trustme
 
 from troupe.core.metrics import Metrics
-from troupe.operator.serving import PAIR_NAME, DelegatingAuth, ServingConfigError, server_tls
+from troupe.operator.serving import (
+    PAIR_NAME,
+    DelegatingAuth,
+    ServeError,
+    ServingConfigError,
+    run_checks,
+    serve,
+    server_tls,
+)
 
 
 @dataclass
@@ -77,6 +85,113 @@ BOB = {"username": "bob", "groups": []}
 ROOT = {"username": "root", "groups": ["system:masters"]}
 
 
+# Health endpoints ------------------------------------------------------------------
+
+
+def test_health_output_is_kube_apiservers() -> None:
+    checks = {"scheduling-loop": lambda: None, "leader-election": lambda: "lease expired"}
+    r = run_checks("livez", {"scheduling-loop": lambda: None})
+    assert (r.status, r.body) == (200, "ok")
+    r = run_checks("livez", {"scheduling-loop": lambda: None}, verbose=True)
+    assert r.body == "[+]ping ok\n[+]scheduling-loop ok\nlivez check passed\n"
+    r = run_checks("readyz", checks)
+    assert r.status == 500
+    assert r.body == (
+        "[+]ping ok\n[+]scheduling-loop ok\n"
+        "[-]leader-election failed: reason withheld\nreadyz check failed\n"
+    )
+    assert r.failed == {"leader-election": "lease expired"}
+    r = run_checks("readyz", checks, exclude=frozenset({"leader-election", "nope"}))
+    assert r.status == 200
+    r = run_checks("readyz", checks, verbose=True, exclude=frozenset({"leader-election", "nope"}))
+    assert r.body == (
+        "[+]ping ok\n[+]scheduling-loop ok\n[+]leader-election excluded: ok\n"
+        'warn: some health checks cannot be excluded: no matches for "nope"\n'
+        "readyz check passed\n"
+    )
+
+
+def test_a_check_that_raises_has_failed() -> None:
+    def broken() -> str | None:
+        raise RuntimeError("boom")
+
+    r = run_checks("healthz", {"broken": broken})
+    assert r.status == 500
+    assert r.failed == {"broken": "RuntimeError: boom"}
+    assert "[-]broken failed: reason withheld\n" in r.body
+
+
+class Masters:
+    """TokenReviews: the token "admin" is a member of system:masters (who is
+    never asked about; tests/unit/test_serving.py tests the rest)."""
+
+    async def review_token(self, token: str) -> Mapping[str, Any]:
+        user = {"username": "admin", "groups": ["system:masters"]}
+        return {"authenticated": True, "user": user} if token == "admin" else {}
+
+    async def review_access(self, spec: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise AssertionError("system:masters is always allowed")
+
+
+async def test_endpoints() -> None:
+    metrics = Metrics()
+    metrics.schedule_attempts.labels("scheduled", "p").inc()
+    ready = False
+    loop_alive = True
+    metrics.health.livez["scheduling-loop"] = lambda: None if loop_alive else "task ended"
+    port = free_port()
+    auth = DelegatingAuth(Masters())
+    stop = await serve(metrics, "127.0.0.1", port, lambda: ready, tls=server_tls(), auth=auth)
+    base = f"https://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession(
+            headers={"Authorization": "Bearer admin"}, connector=aiohttp.TCPConnector(ssl=False)
+        ) as http:
+
+            async def get(path: str) -> tuple[int, str]:
+                async with http.get(base + path) as r:
+                    return r.status, await r.text()
+
+            status, body = await get("/metrics")
+            assert status == 200
+            assert 'scheduler_schedule_attempts_total{profile="p",result="scheduled"} 1.0' in body
+            assert await get("/livez") == (200, "ok")
+            assert await get("/healthz?verbose") == (
+                200,
+                "[+]ping ok\n[+]scheduling-loop ok\nhealthz check passed\n",
+            )
+            assert await get("/readyz") == (
+                500,
+                "[+]ping ok\n[-]informer-sync failed: reason withheld\nreadyz check failed\n",
+            )
+            assert await get("/readyz/informer-sync") == (
+                500,
+                "internal server error: initial lists not done\n",
+            )
+            assert await get("/readyz?exclude=informer-sync") == (200, "ok")
+            ready = True
+            assert await get("/readyz") == (200, "ok")
+            assert await get("/readyz/informer-sync") == (200, "ok")
+            assert await get("/readyz/ping") == (200, "ok")
+            assert (await get("/readyz/nope"))[0] == 404
+            # A check registered after serve() is picked up.
+            metrics.health.readyz["shutdown"] = lambda: "stopping"
+            assert (await get("/readyz"))[0] == 500
+            loop_alive = False
+            assert await get("/livez?verbose") == (
+                500,
+                "[+]ping ok\n[-]scheduling-loop failed: reason withheld\nlivez check failed\n",
+            )
+            async with http.get(base + "/livez") as r:
+                assert r.headers["Content-Type"].startswith("text/plain")
+                assert r.headers["X-Content-Type-Options"] == "nosniff"
+    finally:
+        await stop()
+
+
+# Authentication and authorization --------------------------------------------------
+
+
 @pytest.fixture
 async def port() -> AsyncIterator[Port]:
     api = FakeApi(users={"alice-token": ALICE, "bob-token": BOB, "root-token": ROOT})
@@ -85,7 +200,8 @@ async def port() -> AsyncIterator[Port]:
     metrics = Metrics()
     n = free_port()
     decisions = {"default/p": {"outcome": "placed on n1"}}
-    stop = await metrics.serve(
+    stop = await serve(
+        metrics,
         "127.0.0.1",
         n,
         lambda: True,
@@ -97,7 +213,7 @@ async def port() -> AsyncIterator[Port]:
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as http:
             yield Port(api, f"https://127.0.0.1:{n}", http, now)
     finally:
-        await stop()  # type: ignore[misc]
+        await stop()
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/debug/explain/default/p"])
@@ -215,7 +331,7 @@ async def test_there_is_no_plain_http(port: Port) -> None:
 
 async def serve_with(tls: ssl.SSLContext) -> tuple[int, Any]:
     n = free_port()
-    stop = await Metrics().serve("127.0.0.1", n, tls=tls, auth=DelegatingAuth(FakeApi()))
+    stop = await serve(Metrics(), "127.0.0.1", n, tls=tls, auth=DelegatingAuth(FakeApi()))
     return n, stop
 
 
@@ -270,3 +386,13 @@ def test_certificate_flags_that_cannot_be_served_are_named(tmp_path: Path) -> No
     (tmp_path / "tls.key").write_text("not a key")
     with pytest.raises(ServingConfigError, match=f"--tls-cert-file {missing}: "):
         server_tls(str(missing), str(tmp_path / "tls.key"))
+
+
+async def test_a_port_taken_is_a_serve_error_in_kube_schedulers_words() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        n = taken.getsockname()[1]
+        with pytest.raises(ServeError) as e:
+            await serve(Metrics(), "127.0.0.1", n, tls=server_tls(), auth=DelegatingAuth(FakeApi()))
+    assert str(e.value) == f"cannot serve on 127.0.0.1:{n}: address already in use"

@@ -1,4 +1,4 @@
-"""Prometheus metrics with kube-scheduler's names, and the health endpoints.
+"""Prometheus metrics with kube-scheduler's names, and the health checks.
 
 `Metrics` owns its own CollectorRegistry (tests and several schedulers in one
 process do not collide). The scheduler reports to it at the points where
@@ -9,41 +9,22 @@ kube-scheduler's pluginMetricsSamplePercent). Gauges that mirror live state
 carries the process and Python runtime collectors, as kube components carry
 the process and Go ones.
 
-`serve()` exposes `/metrics`, `/livez`, `/readyz` and `/healthz` on one port,
-over TLS and behind delegated authentication and authorization, as
-kube-scheduler's secure port (troupe.operator.serving: the health endpoints are always
-allowed).
-The health endpoints behave as k8s.io/apiserver's healthz package does for
-kube-scheduler: each runs its named checks (`ping` first, then those
-registered in `Metrics.health`), answers `ok`, or with `?verbose` one line per
-check (`[+]ping ok`, `[-]informer-sync failed: reason withheld`) and a last line
-`livez check passed`; a failing endpoint answers 500 and always lists its
-checks, ending `readyz check failed`. The reasons go to the log, not the
-response. `/<endpoint>/<check>` runs a single check; `?exclude=<check>` skips
-one. `/healthz` runs the liveness checks, as kube-scheduler's `/healthz`
-carries its liveness-type checks.
+`health` holds the named checks behind the health endpoints; the port that
+serves /metrics (`render`), the health endpoints and /debug/explain is
+troupe.operator.serving's, as kube-scheduler's secure port.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-
-if TYPE_CHECKING:
-    from troupe.operator.serving import DelegatingAuth
-
-log = logging.getLogger(__name__)
 
 PLUGIN_METRICS_SAMPLE_PERCENT: Final = 10
 
@@ -60,67 +41,6 @@ class HealthChecks:
 
     livez: dict[str, HealthCheck] = field(default_factory=dict)
     readyz: dict[str, HealthCheck] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class HealthReport:
-    """One run of an endpoint's checks: the HTTP status and the body kube prints."""
-
-    status: int
-    body: str
-    failed: dict[str, str]
-
-
-class ServeError(Exception):
-    """The port cannot be served (taken, or an address this machine does not have)."""
-
-
-def address(host: str, port: int) -> str:
-    """`host:port` as Go prints it (`[::1]:10259` for IPv6)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _ping() -> None:
-    return None
-
-
-def _run(check: HealthCheck) -> str | None:
-    try:
-        return check()
-    except Exception as e:
-        return f"{type(e).__name__}: {e}"
-
-
-def run_checks(
-    endpoint: str,
-    checks: dict[str, HealthCheck],
-    verbose: bool = False,
-    exclude: frozenset[str] = frozenset(),
-) -> HealthReport:
-    """Run `checks` after `ping` and format the answer as k8s.io/apiserver's
-    healthz handleRootHealth does (a check that raises has failed)."""
-    lines: list[str] = []
-    failed: dict[str, str] = {}
-    left = set(exclude)
-    for name, check in {"ping": _ping, **checks}.items():
-        if name in left:
-            left.discard(name)
-            lines.append(f"[+]{name} excluded: ok\n")
-            continue
-        reason = _run(check)
-        if reason is None:
-            lines.append(f"[+]{name} ok\n")
-        else:
-            lines.append(f"[-]{name} failed: reason withheld\n")
-            failed[name] = reason
-    if left:
-        names = ",".join(f'"{n}"' for n in sorted(left))
-        lines.append(f"warn: some health checks cannot be excluded: no matches for {names}\n")
-    if failed:
-        return HealthReport(500, "".join(lines) + f"{endpoint} check failed\n", failed)
-    if not verbose:
-        return HealthReport(200, "ok", failed)
-    return HealthReport(200, "".join(lines) + f"{endpoint} check passed\n", failed)
 
 
 # prometheus_client's `labels()` validates its arguments and takes a lock on
@@ -327,116 +247,3 @@ class Metrics:
         for refresh in self.refreshers:
             refresh()
         return generate_latest(self.registry)
-
-    def checks_of(self, endpoint: str) -> dict[str, HealthCheck]:
-        """The checks `endpoint` ("livez", "healthz" or "readyz") runs after `ping`."""
-        if endpoint in ("livez", "healthz"):
-            return self.health.livez
-        if endpoint == "readyz":
-            return self.health.readyz
-        raise ValueError(f"unknown health endpoint {endpoint!r}")
-
-    async def serve(
-        self,
-        host: str,
-        port: int,
-        ready: Callable[[], bool] | None = None,
-        explain: Callable[[str], Mapping[str, Any] | None] | None = None,
-        *,
-        tls: ssl.SSLContext,
-        auth: DelegatingAuth,
-    ) -> Callable[[], object]:
-        """Serve /metrics, /livez, /readyz and /healthz over `tls`, each request
-        authenticated and authorized by `auth` (troupe.operator.serving); returns a
-        coroutine function that stops the server. `ready`, if given, becomes the
-        readyz check `informer-sync` (failing until it returns True). `explain`,
-        if given, answers /debug/explain/<namespace>/<name> (troupe.explain).
-        Raises ServeError when the address cannot be served."""
-        from aiohttp import web
-
-        @web.middleware
-        async def guard(
-            request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-        ) -> web.StreamResponse:
-            refusal = await auth.check(
-                request.method, request.path, request.headers.get("Authorization", "")
-            )
-            if refusal is None:
-                return await handler(request)
-            if isinstance(refusal.body, str):
-                return web.Response(status=refusal.status, text=refusal.body, headers=_PLAIN)
-            return web.json_response(dict(refusal.body), status=refusal.status)
-
-        if ready is not None:
-            self.health.readyz.setdefault(
-                "informer-sync", lambda: None if ready() else "initial lists not done"
-            )
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=self.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-        def health(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-            async def root(request: web.Request) -> web.Response:
-                q = request.query
-                report = run_checks(
-                    endpoint,
-                    self.checks_of(endpoint),
-                    verbose="verbose" in q,
-                    exclude=frozenset(q.getall("exclude", [])),
-                )
-                if report.failed:
-                    log.info(
-                        "%s check failed: %s\n%s",
-                        ",".join(report.failed),
-                        endpoint,
-                        "".join(f"[-]{n} failed: {r}\n" for n, r in report.failed.items()),
-                    )
-                return web.Response(status=report.status, text=report.body, headers=_PLAIN)
-
-            return root
-
-        def single(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-            async def one(request: web.Request) -> web.Response:
-                name = request.match_info["check"]
-                checks = {"ping": _ping, **self.checks_of(endpoint)}
-                check = checks.get(name)
-                if check is None:
-                    return web.Response(status=404, text="404 page not found\n", headers=_PLAIN)
-                reason = _run(check)
-                if reason is not None:
-                    body = f"internal server error: {reason}\n"
-                    return web.Response(status=500, text=body, headers=_PLAIN)
-                return web.Response(text="ok", headers=_PLAIN)
-
-            return one
-
-        async def explained(request: web.Request) -> web.Response:
-            assert explain is not None
-            key = f"{request.match_info['namespace']}/{request.match_info['name']}"
-            got = explain(key)
-            if got is None:
-                body = {"error": f"no decision recorded for pod {key}"}
-                return web.json_response(body, status=404)
-            return web.json_response(dict(got))
-
-        app = web.Application(middlewares=[guard])
-        app.router.add_get("/metrics", metrics)
-        if explain is not None:
-            app.router.add_get("/debug/explain/{namespace}/{name}", explained)
-        for endpoint in ("livez", "readyz", "healthz"):
-            app.router.add_get(f"/{endpoint}", health(endpoint))
-            app.router.add_get(f"/{endpoint}/{{check}}", single(endpoint))
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port, ssl_context=tls)
-        try:
-            await site.start()
-        except OSError as e:
-            await runner.cleanup()
-            why = os.strerror(e.errno).lower() if e.errno else str(e)
-            raise ServeError(f"cannot serve on {address(host, port)}: {why}") from None
-        log.info("serving securely on %s", address(host, port))  # kube-scheduler's line
-        return runner.cleanup
-
-
-_PLAIN: Final = {"X-Content-Type-Options": "nosniff"}

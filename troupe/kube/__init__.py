@@ -1,10 +1,11 @@
-"""The way to the API server: the only package that imports the kubernetes
-client (and the operator's reflectors' HTTP).
+"""The way to the API server: the only package that talks HTTP to it, and the
+only one that imports the kubernetes client (to load credentials, nothing else).
 
 - `credentials`: in-cluster service account, else a kubeconfig, in one place;
-- `transport`: lanes (token bucket, timeouts, retries, fence), aiohttp on the loop;
+- `transport`: the one HTTP stack (aiohttp on the loop), lanes (token bucket,
+  timeouts, retries, fence);
 - `errors`: HTTP statuses mapped once into typed errors;
-- `client`: the writes (`KubeClient`, the scheduler's ClusterClient);
+- `client`: the scheduler's calls (`KubeClient`, its ClusterClient) and its lanes;
 - `lease`: the leader-election Lease;
 - `discovery`: API discovery;
 - `reflector`: list, then watch, with client-go's semantics.
@@ -12,27 +13,32 @@ client (and the operator's reflectors' HTTP).
 
 from troupe.kube.client import COMPONENT, KubeClient
 from troupe.kube.credentials import (
+    Connection,
     Credentials,
     credentials_of,
     default_identity,
-    load_api_client,
     load_configuration,
+    load_connection,
 )
 from troupe.kube.discovery import discover_native_pod_groups, discover_version
-from troupe.kube.errors import ApiError, api_error
-from troupe.kube.lease import KubeLease
+from troupe.kube.errors import ApiError, Gone, error_of
+from troupe.kube.lease import KubeLease, LeaseConflict, LeaseRecord
 
 __all__ = [
     "COMPONENT",
     "ApiError",
+    "Connection",
     "Credentials",
+    "Gone",
     "KubeClient",
     "KubeLease",
-    "api_error",
+    "LeaseConflict",
+    "LeaseRecord",
     "credentials_of",
     "default_identity",
     "discover_native_pod_groups",
     "discover_version",
-    "load_api_client",
+    "error_of",
     "load_configuration",
+    "load_connection",
 ]

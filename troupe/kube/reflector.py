@@ -24,23 +24,25 @@ does not compare them at all.
 
 The first `replace` makes the reflector synced (`on_synced`); a kind the
 cluster does not serve (404) counts as synced and empty, is said once, and is
-looked at again now and then. The HTTP is `troupe.kube.transport.LoopHttp`'s
-session (aiohttp, the kubernetes client's configuration and credentials):
-one stack for lists, watches and writes.
+looked at again now and then. The HTTP is the reflectors' lane
+(`KubeClient.watches`): the same stack as every other request, its errors
+typed as theirs (404 `NotFound`: the kind is not served; 410 `Gone`), each
+line of a watch decoded by `troupe.api.jsonio`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 from urllib.parse import quote
 
+from troupe.api import jsonio
 from troupe.api.kinds import WATCHED, object_kind
-from troupe.kube.errors import Gone, NotServed
+from troupe.core.cluster import NotFound
+from troupe.kube.errors import Gone
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +204,7 @@ class Reflector:
                 self.relists += 1  # 410: the watch cannot resume
             except asyncio.CancelledError:
                 raise
-            except NotServed:
+            except NotFound:
                 await asyncio.sleep(self.not_served_retry)
             except Exception as e:
                 delay = self.backoff[min(failures, len(self.backoff) - 1)]
@@ -220,7 +222,7 @@ class Reflector:
             q = f"?limit={self.page_size}" + (f"&continue={quote(token, safe='')}" if token else "")
             try:
                 page = await self.http.get_json(self.path + q)
-            except NotServed:
+            except NotFound:
                 self._deliver(self.known.replace([], ""))
                 self._synced()
                 if not self._not_served_said:
@@ -268,7 +270,7 @@ class Reflector:
                 async for line in self.http.watch_lines(self.path + q, self.watch_timeout):
                     rv = self._event(line, rv)
                     failures = 0
-            except (Gone, NotServed):
+            except (Gone, NotFound):
                 return
             except asyncio.CancelledError:
                 raise
@@ -286,8 +288,8 @@ class Reflector:
         if not line:
             return rv
         try:
-            event = json.loads(line)
-        except ValueError:
+            event = jsonio.loads(line)
+        except jsonio.JSONError:
             log.warning("unreadable watch event of %s skipped", self.path)
             return rv
         if not isinstance(event, dict):

@@ -1,41 +1,48 @@
-"""HTTP to the API server: a token bucket per lane, JSON requests from the
-event loop (aiohttp, configured as the kubernetes client's Configuration says),
-the kubernetes client's calls in a lane's threads, timeouts and retries with
-backoff, and the fence that keeps a replica that no longer leads from writing."""
+"""HTTP to the API server, one stack for every request Troupe makes: aiohttp on
+the event loop that makes the request, no threads.
+
+- `Http.request` is the one function that sends a request and reads its
+  answer (`Http.watch_lines` streams a watch); an answer that is not 2xx is
+  raised as the typed error `troupe.kube.errors.error_of` makes of it.
+- A `Lane` is one stream of traffic with its own connections (an `Http`), its
+  token bucket (QPS with a burst, as client-go's rate limiter), timeout and
+  retries with backoff (429, 5xx, connection failures), and the fence that
+  keeps a replica that no longer leads from writing. `KubeClient` makes every
+  lane, so the rates are set in one place.
+
+Bodies are encoded and answers decoded with `troupe.api.jsonio`. Where the
+server is and how to authenticate comes from `troupe.kube.credentials`'s
+`Connection`, asked per request for the Authorization header (an expiring
+token is renewed there).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
-import json
 import logging
-import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
-from urllib.parse import quote
 
 import aiohttp
 import yarl
-from kubernetes import client as k8s
-from kubernetes.client.rest import should_bypass_proxies
 
-from troupe.core.cluster import NotLeader
-from troupe.kube.errors import Gone, NotServed
+from troupe.api import jsonio
+from troupe.core.cluster import Conflict, NotLeader
+from troupe.kube.credentials import Connection
+from troupe.kube.errors import ApiError, describe, error_of
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-RETRIABLE: Final = frozenset({429, 500, 502, 503, 504})
 # (connect, read) seconds of every request but lists and the Lease's.
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
-LIST_TIMEOUT: Final = (5.0, 120.0)
+# (connect, read) seconds of a list's page (the reflectors' lane).
+LIST_TIMEOUT: Final = (10.0, 120.0)
 MERGE_PATCH: Final = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 JSON: Final = "application/json"
-# The generated API's name for the credentials of every core call.
-AUTH_SETTINGS: Final = ["BearerToken"]
 
 
 class TokenBucket:
@@ -69,32 +76,18 @@ class TokenBucket:
                 await asyncio.sleep((1 - self.tokens) / self.qps)
 
 
-class LoopHttp:
-    """JSON requests sent from the event loop (aiohttp), configured as the
-    kubernetes client's `Configuration` says: host, TLS (CA file or data,
-    client certificate, verify_ssl, assert_hostname, tls_server_name), proxy
-    (unless no_proxy bypasses it) and, per request, the client's default headers
-    (User-Agent), cookie and credentials through `update_params_for_auth` (the
-    client's refresh hook renews an expiring token).
+class Http:
+    """Requests to the API server over at most `limit` connections, each
+    carrying `user_agent` and the connection's credentials.
 
-    At most `limit` connections; the session is made on the first request, on
-    the loop that makes it, and closed by `close()`.
+    The session is made on the first request, on the loop that makes it (an
+    aiohttp session belongs to one loop), and closed by `close()`.
     """
 
-    def __init__(self, api: k8s.ApiClient, *, limit: int) -> None:
-        cfg = api.configuration
-        self.api = api
+    def __init__(self, conn: Connection, *, limit: int, user_agent: str) -> None:
+        self.conn = conn
         self.limit = limit
-        self.host = str(cfg.host).rstrip("/")
-        self.proxy: str | None = None
-        self.proxy_headers: Any = None
-        if cfg.proxy and not should_bypass_proxies(self.host, cfg.no_proxy or ""):
-            if not str(cfg.proxy).startswith(("http://", "https://")):
-                raise ValueError(f"proxy {cfg.proxy}: only HTTP(S) proxies are supported")
-            self.proxy, self.proxy_headers = str(cfg.proxy), cfg.proxy_headers
-        https = self.host.startswith("https")
-        self.ssl: ssl.SSLContext | bool = _ssl_context(cfg) if https else True
-        self.server_hostname: str | None = cfg.tls_server_name or None
+        self.user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         # Requests beyond `limit` wait here rather than in aiohttp's connector:
         # its wait for a free connection (a future per waiter and retries of
@@ -105,103 +98,85 @@ class LoopHttp:
         s = self._session
         if s is None or s.closed:
             s = self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.limit, ssl=self.ssl),
+                connector=aiohttp.TCPConnector(limit=self.limit, ssl=self.conn.ssl),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 trust_env=False,
             )
         return s
 
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"User-Agent": self.user_agent, "Accept": JSON}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        auth = self.conn.authorization()
+        if auth:
+            headers["Authorization"] = auth
+        return headers
+
     async def request(
         self,
         method: str,
         path: str,
-        body: Mapping[str, Any],
+        body: bytes | None,
         timeout: tuple[float, float],
+        *,
         content_type: str = JSON,
+        key: str = "",
+        conflict: type[Conflict] = Conflict,
     ) -> bytes:
-        """Send one request and return the body of a 2xx answer; any other
-        status raises the client's ApiException (status, reason, body), as its
-        own calls do, so that callers map errors and Lanes retry alike."""
-        api = self.api
-        # A new dict per request: update_params_for_auth writes the credentials in.
-        headers = {**api.default_headers, "Accept": JSON, "Content-Type": content_type}
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        queries: list[tuple[str, str]] = []
-        api.update_params_for_auth(headers, queries, AUTH_SETTINGS, path, method, body)
-        url = self.host + path
-        if queries:
-            url += "?" + "&".join(f"{quote(str(k))}={quote(str(v))}" for k, v in queries)
-        data = _ENCODER.encode(body).encode()
+        """Send one request (`path` with its segments quoted by the caller)
+        and return the body of a 2xx answer; any other status raises the error
+        `error_of` maps it to (about `key`), a TLS failure ApiError(0)."""
         slots = self._slots
         if slots is None:
             slots = self._slots = asyncio.Semaphore(self.limit)
+        conn = self.conn
         try:
             async with (
                 slots,
                 self._open().request(
                     method,
-                    yarl.URL(url, encoded=True),  # the path segments are quoted by the caller
-                    data=data,
-                    headers=headers,
+                    yarl.URL(conn.host + path, encoded=True),
+                    data=body,
+                    headers=self._headers(content_type if body is not None else None),
                     timeout=_client_timeout(timeout),
-                    proxy=self.proxy,
-                    proxy_headers=self.proxy_headers,
-                    server_hostname=self.server_hostname,
+                    proxy=conn.proxy,
+                    proxy_headers=conn.proxy_headers,
+                    server_hostname=conn.server_hostname,
                 ) as r,
             ):
                 data = await r.read()
                 status, reason = r.status, r.reason
         except aiohttp.ClientSSLError as e:  # a bad certificate is not transient
-            raise k8s.ApiException(status=0, reason=f"{type(e).__name__}\n{e}") from None
+            raise _tls_error(e) from None
         if not 200 <= status <= 299:
-            raise k8s.ApiException(
-                status=status, reason=reason, body=data.decode("utf-8", "replace")
-            )
+            raise error_of(status, reason, data, key or path, conflict)
         return data
-
-    def _get_headers(self, path: str) -> dict[str, str]:
-        api = self.api
-        headers = {**api.default_headers, "Accept": JSON}
-        if api.cookie:
-            headers["Cookie"] = api.cookie
-        api.update_params_for_auth(headers, [], AUTH_SETTINGS, path, "GET", None)
-        return headers
-
-    async def get_json(self, path: str, timeout: tuple[float, float] = (10.0, 120.0)) -> Any:
-        """GET a JSON document (a list's page). 404 raises NotServed, 410 Gone,
-        other statuses the client's ApiException."""
-        async with self._open().get(
-            yarl.URL(self.host + path, encoded=True),
-            headers=self._get_headers(path),
-            timeout=_client_timeout(timeout),
-            proxy=self.proxy,
-            proxy_headers=self.proxy_headers,
-            server_hostname=self.server_hostname,
-        ) as r:
-            data = await r.read()
-            _raise_for(r.status, r.reason, data)
-        return json.loads(data or b"{}")
 
     async def watch_lines(self, path: str, timeout: float) -> AsyncIterator[bytes]:
         """The lines of a watch stream (one JSON event each), until the server
         ends it; a stream silent for longer than `timeout` (plus a margin)
-        breaks with TimeoutError."""
-        async with self._open().get(
-            yarl.URL(self.host + path, encoded=True),
-            headers=self._get_headers(path),
-            timeout=aiohttp.ClientTimeout(sock_connect=10.0, sock_read=timeout + 30.0),
-            proxy=self.proxy,
-            proxy_headers=self.proxy_headers,
-            server_hostname=self.server_hostname,
-        ) as r:
-            if r.status != 200:
-                _raise_for(r.status, r.reason, await r.read())
-            while True:
-                line = await r.content.readline()
-                if not line:
-                    return
-                yield line
+        breaks with TimeoutError. Not counted against `limit`: a stream holds
+        its connection for minutes."""
+        conn = self.conn
+        try:
+            async with self._open().get(
+                yarl.URL(conn.host + path, encoded=True),
+                headers=self._headers(None),
+                timeout=aiohttp.ClientTimeout(sock_connect=10.0, sock_read=timeout + 30.0),
+                proxy=conn.proxy,
+                proxy_headers=conn.proxy_headers,
+                server_hostname=conn.server_hostname,
+            ) as r:
+                if r.status != 200:
+                    raise error_of(r.status, r.reason, await r.read(), path)
+                while True:
+                    line = await r.content.readline()
+                    if not line:
+                        return
+                    yield line
+        except aiohttp.ClientSSLError as e:
+            raise _tls_error(e) from None
 
     async def close(self) -> None:
         if self._session is not None:
@@ -210,18 +185,8 @@ class LoopHttp:
         self._slots = None
 
 
-def _raise_for(status: int, reason: str | None, body: bytes) -> None:
-    if status == 404:
-        raise NotServed(body.decode("utf-8", "replace")[:200])
-    if status == 410:
-        raise Gone(body.decode("utf-8", "replace")[:200])
-    if not 200 <= status <= 299:
-        raise k8s.ApiException(status=status, reason=reason, body=body.decode("utf-8", "replace"))
-
-
-# Compact JSON; one encoder for every request (json.dumps with arguments makes
-# a new one per call), without the cycle check: the bodies are built here.
-_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+def _tls_error(e: aiohttp.ClientSSLError) -> ApiError:
+    return ApiError(0, describe(0, f"{type(e).__name__}\n{e}", b""))
 
 
 @functools.lru_cache(maxsize=8)
@@ -230,108 +195,85 @@ def _client_timeout(timeout: tuple[float, float]) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(sock_connect=timeout[0], sock_read=timeout[1])
 
 
-def _ssl_context(cfg: k8s.Configuration) -> ssl.SSLContext:
-    """The TLS settings the client's urllib3 pool would use, as an SSLContext."""
-    ctx = ssl.create_default_context()
-    if not cfg.verify_ssl:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    else:
-        if cfg.ssl_ca_cert or cfg.ca_cert_data:
-            data = cfg.ca_cert_data
-            ctx.load_verify_locations(
-                cafile=cfg.ssl_ca_cert or None,
-                cadata=data.decode() if isinstance(data, bytes) else data or None,
-            )
-        if cfg.assert_hostname is False:
-            ctx.check_hostname = False
-    if cfg.cert_file:
-        ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-    return ctx
-
-
 class Lane:
-    """One stream of API traffic: its own token bucket, timeout, retries and
-    connections: a thread pool for the kubernetes client's calls (`call`) and,
-    with `http`, aiohttp on the loop (`send`)."""
+    """One stream of API traffic: its connections (`http`), its token bucket
+    (none with `qps` None: the watches), timeout and retries."""
 
     def __init__(
         self,
         name: str,
+        http: Http,
         *,
-        qps: float,
+        qps: float | None,
         burst: int,
-        workers: int,
         timeout: tuple[float, float],
         retries: int,
         backoff: float,
-        http: LoopHttp | None = None,
     ) -> None:
         self.name = name
-        self.pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
-        self.limiter = TokenBucket(qps, burst)
+        self.http = http
+        self.limiter = TokenBucket(qps, burst) if qps is not None else None
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
-        self.http = http
-
-    async def call(
-        self,
-        what: str,
-        fn: Callable[[tuple[float, float]], T],
-        fence: Callable[[], bool] | None = None,
-        timeout: tuple[float, float] | None = None,
-    ) -> T:
-        """Run `fn(timeout)` in this lane's threads, rate-limited, retrying
-        transient failures. With a `fence`, the request is not sent unless
-        `fence()` holds at the moment it would leave."""
-        t = timeout or self.timeout
-
-        def run() -> T:
-            if fence is not None and not fence():
-                raise NotLeader(f"{what}: not sent, this replica no longer leads")
-            out = fn(t)
-            release = getattr(out, "release_conn", None)
-            if release is not None:
-                # A response read with `_preload_content=False` keeps its
-                # connection until read and released: unread, every call
-                # opened a new connection (connect, getaddrinfo, close).
-                _ = out.data  # type: ignore[attr-defined]  # read once; kept for the caller
-                release()
-            return out
-
-        loop = asyncio.get_running_loop()
-        return await self._retrying(what, lambda: loop.run_in_executor(self.pool, run))
 
     async def send(
         self,
         what: str,
         method: str,
         path: str,
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | None = None,
+        *,
         fence: Callable[[], bool] | None = None,
         content_type: str = JSON,
+        key: str = "",
+        conflict: type[Conflict] = Conflict,
     ) -> bytes:
-        """One JSON request from the loop (no thread), rate-limited and retried
-        as `call`; fenced the same way, right before the request leaves."""
-        http = self.http
-        assert http is not None, f"lane {self.name} sends through threads only"
+        """One request, rate-limited, retrying transient failures; the answer's
+        body. With a `fence`, the request is not sent (NotLeader) unless
+        `fence()` holds at the moment it would leave. Errors are typed about
+        `key` (see `Http.request`)."""
+        data = jsonio.dumps(body) if body is not None else None
+        http, timeout = self.http, self.timeout
 
         async def attempt() -> bytes:
             if fence is not None and not fence():
                 raise NotLeader(f"{what}: not sent, this replica no longer leads")
-            return await http.request(method, path, body, self.timeout, content_type)
+            return await http.request(
+                method,
+                path,
+                data,
+                timeout,
+                content_type=content_type,
+                key=key or what,
+                conflict=conflict,
+            )
 
         return await self._retrying(what, attempt)
+
+    async def get(self, what: str, path: str, *, key: str = "") -> Any:
+        """GET a JSON document (decoded; `{}` for an empty answer)."""
+        return jsonio.loads(await self.send(what, "GET", path, key=key) or b"{}")
+
+    async def get_json(self, path: str) -> Mapping[str, Any]:
+        """A list's page (the reflectors' `WatchHttp`)."""
+        doc = await self.get(f"list {path}", path, key=path)
+        return doc if isinstance(doc, dict) else {}
+
+    def watch_lines(self, path: str, timeout: float) -> AsyncIterator[bytes]:
+        """A watch stream's lines (the reflectors' `WatchHttp`), not retried:
+        the reflector resumes it."""
+        return self.http.watch_lines(path, timeout)
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         delay = self.backoff
         for n in range(self.retries + 1):
-            await self.limiter.take()
+            if self.limiter is not None:
+                await self.limiter.take()
             try:
                 return await attempt()
-            except k8s.ApiException as e:
-                if e.status not in RETRIABLE or n == self.retries:
+            except ApiError as e:
+                if not e.retriable or n == self.retries:
                     raise
                 log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
             except (OSError, TimeoutError, aiohttp.ClientError) as e:
@@ -343,10 +285,5 @@ class Lane:
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
-        """Close the loop's connections, then the threads (see `close`)."""
-        if self.http is not None:
-            await self.http.close()
-        self.close()
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        """Close the lane's connections (on the loop that made the requests)."""
+        await self.http.close()

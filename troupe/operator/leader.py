@@ -11,8 +11,9 @@ expire and another replica take over. Writes are conditional on the Lease's
 resourceVersion, so two candidates never both win. On a clean stop the leader
 releases the Lease so the next one need not wait for it to expire.
 
-The API calls go through a `LeaseClient` (troupe.kube implements it against the API
-server; `InMemoryLeases` serves tests and several electors in one process).
+The API calls go through a `LeaseClient` (troupe.kube.lease implements it against
+the API server and defines the `LeaseRecord` it reads and the `LeaseConflict` it
+raises; `InMemoryLeases` serves tests and several electors in one process).
 """
 
 from __future__ import annotations
@@ -20,30 +21,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Final, Protocol
 
 from troupe.core.clock import Clock
+from troupe.kube.lease import LeaseConflict, LeaseRecord
 
 log = logging.getLogger(__name__)
 
 # How long one scheduling cycle may run before its loop is taken as hung (see
 # `CycleWatch`): far beyond what a bounded cycle takes.
 MAX_CYCLE_SECONDS: Final = 60.0
-
-
-class LeaseConflict(Exception):
-    """The Lease changed since it was read (HTTP 409), or already exists on create."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseRecord:
-    holder: str
-    lease_duration_seconds: float
-    acquire_time: float
-    renew_time: float
-    transitions: int = 0
-    version: str = ""  # resourceVersion, for conditional updates
 
 
 class LeaseClient(Protocol):

@@ -46,7 +46,7 @@ import signal
 import ssl
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
 import kopf
@@ -56,7 +56,7 @@ from troupe.api.types import NATIVE_POD_GROUP_API
 from troupe.config import SchedulerConfig
 from troupe.core.clock import RealClock
 from troupe.core.eventhandlers import Handler
-from troupe.core.metrics import Metrics, ServeError
+from troupe.core.metrics import Metrics
 from troupe.core.scheduler import Scheduler
 from troupe.kube import (
     Credentials,
@@ -65,9 +65,9 @@ from troupe.kube import (
     discover_version,
 )
 from troupe.kube.reflector import Reflector
-from troupe.kube.transport import LoopHttp
 from troupe.operator.leader import MAX_CYCLE_SECONDS, CycleWatch, LeaderElector
-from troupe.operator.serving import DelegatingAuth, server_tls
+from troupe.operator.serving import DelegatingAuth, ServeError, serve, server_tls
+from troupe.plugins.registry import IN_TREE
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def build_registry(
     first list has been handled."""
     registry = kopf.OperatorRegistry()
     intake = Intake(loop, scheduler.events.handlers())
-    http = LoopHttp(kube.api, limit=2 * len(kinds) + 2)
+    http = kube.watches(len(kinds))
     reflectors: list[asyncio.Task[None]] = []
 
     @kopf.on.startup(registry=registry)
@@ -195,7 +195,7 @@ def build_registry(
         for t in reflectors:
             t.cancel()
         await asyncio.gather(*reflectors, return_exceptions=True)
-        await http.close()
+        await http.aclose()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -297,9 +297,11 @@ class ElectorProcess:
         on_stopped: Callable[[], None],
         beat_period: float = 1.0,
         watch: CycleWatch | None = None,
+        close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         ctx = multiprocessing.get_context("fork")
         self.make_elector = make_elector
+        self.close = close  # in the child, once the elector has ended: its connections
         self.main_loop = loop
         self.on_started = on_started
         self.on_stopped = on_stopped
@@ -432,7 +434,11 @@ class ElectorProcess:
                 task.cancel()
 
             loop.add_reader(fd, on_control)
-            await elector.run(lambda: send("started"), lambda: send("stopped"))
+            try:
+                await elector.run(lambda: send("started"), lambda: send("stopped"))
+            finally:
+                if self.close is not None:
+                    await self.close()
 
         try:
             asyncio.run(main())
@@ -474,7 +480,7 @@ async def run(
     le = config.leader_election
     identity = identity or default_identity()
     metrics = Metrics()
-    scheduler = Scheduler(config, kube, RealClock(), metrics=metrics)
+    scheduler = Scheduler(config, kube, RealClock(), metrics=metrics, registry=IN_TREE)
     if on_scheduler is not None:  # benchmarks instrument it
         on_scheduler(scheduler)
     lost = False
@@ -540,6 +546,7 @@ async def run(
             stopped,
             beat_period=min(1.0, le.retry_period / 2),
             watch=CycleWatch(scheduler.progress, MAX_CYCLE_SECONDS),
+            close=kube.close_leases,
         )
         election.start()
         # Until this replica leads, it writes nothing.
@@ -551,7 +558,8 @@ async def run(
     explain = scheduler.decisions.get if scheduler.decisions is not None else None
     try:
         close_metrics = (
-            await metrics.serve(
+            await serve(
+                metrics,
                 metrics_host,
                 port,
                 synced.is_set,
@@ -607,5 +615,5 @@ async def run(
         kopf_thread.stop()
         await kube.aclose()
         if close_metrics is not None:
-            await close_metrics()  # type: ignore[misc]
+            await close_metrics()
     return 1 if lost else 0

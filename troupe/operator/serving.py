@@ -1,7 +1,20 @@
 """Secure serving of the metrics port, as kube-scheduler serves its own.
 
 /metrics, /debug/explain and the health endpoints share one port, served with
-TLS. Who may read what is asked of the API server, as k8s.io/apiserver's
+TLS by `serve` (aiohttp's server). The metrics and the health checks are
+`troupe.core.metrics.Metrics`'s; this module only answers for them.
+
+The health endpoints behave as k8s.io/apiserver's healthz package does for
+kube-scheduler: each runs its named checks (`ping` first, then those
+registered in `Metrics.health`), answers `ok`, or with `?verbose` one line per
+check (`[+]ping ok`, `[-]informer-sync failed: reason withheld`) and a last line
+`livez check passed`; a failing endpoint answers 500 and always lists its
+checks, ending `readyz check failed`. The reasons go to the log, not the
+response. `/<endpoint>/<check>` runs a single check; `?exclude=<check>` skips
+one. `/healthz` runs the liveness checks, as kube-scheduler's `/healthz`
+carries its liveness-type checks.
+
+Who may read what is asked of the API server, as k8s.io/apiserver's
 delegating authentication and authorization do for kube-scheduler:
 
 - TLS: the certificate and key of `--tls-cert-file`/`--tls-private-key-file`;
@@ -43,10 +56,15 @@ import os
 import ssl
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Generic, Protocol, TypeVar
+
+from aiohttp import web
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from troupe.core.metrics import HealthCheck, HealthChecks, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +286,184 @@ def _user_of(status: Mapping[str, Any]) -> UserInfo | None:
         sorted((str(k), tuple(str(x) for x in v or ())) for k, v in (u.get("extra") or {}).items())
     )
     return UserInfo(name, str(u.get("uid") or ""), groups, extra)
+
+
+# The port --------------------------------------------------------------------------
+
+
+class ServeError(Exception):
+    """The port cannot be served (taken, or an address this machine does not have)."""
+
+
+def address(host: str, port: int) -> str:
+    """`host:port` as Go prints it (`[::1]:10259` for IPv6)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """One run of an endpoint's checks: the HTTP status and the body kube prints."""
+
+    status: int
+    body: str
+    failed: dict[str, str]
+
+
+def _ping() -> None:
+    return None
+
+
+def _run(check: HealthCheck) -> str | None:
+    try:
+        return check()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
+def run_checks(
+    endpoint: str,
+    checks: dict[str, HealthCheck],
+    verbose: bool = False,
+    exclude: frozenset[str] = frozenset(),
+) -> HealthReport:
+    """Run `checks` after `ping` and format the answer as k8s.io/apiserver's
+    healthz handleRootHealth does (a check that raises has failed)."""
+    lines: list[str] = []
+    failed: dict[str, str] = {}
+    left = set(exclude)
+    for name, check in {"ping": _ping, **checks}.items():
+        if name in left:
+            left.discard(name)
+            lines.append(f"[+]{name} excluded: ok\n")
+            continue
+        reason = _run(check)
+        if reason is None:
+            lines.append(f"[+]{name} ok\n")
+        else:
+            lines.append(f"[-]{name} failed: reason withheld\n")
+            failed[name] = reason
+    if left:
+        names = ",".join(f'"{n}"' for n in sorted(left))
+        lines.append(f"warn: some health checks cannot be excluded: no matches for {names}\n")
+    if failed:
+        return HealthReport(500, "".join(lines) + f"{endpoint} check failed\n", failed)
+    if not verbose:
+        return HealthReport(200, "ok", failed)
+    return HealthReport(200, "".join(lines) + f"{endpoint} check passed\n", failed)
+
+
+def checks_of(health: HealthChecks, endpoint: str) -> dict[str, HealthCheck]:
+    """The checks `endpoint` ("livez", "healthz" or "readyz") runs after `ping`."""
+    if endpoint in ("livez", "healthz"):
+        return health.livez
+    if endpoint == "readyz":
+        return health.readyz
+    raise ValueError(f"unknown health endpoint {endpoint!r}")
+
+
+_PLAIN: Final = {"X-Content-Type-Options": "nosniff"}
+
+
+async def serve(
+    metrics: Metrics,
+    host: str,
+    port: int,
+    ready: Callable[[], bool] | None = None,
+    explain: Callable[[str], Mapping[str, Any] | None] | None = None,
+    *,
+    tls: ssl.SSLContext,
+    auth: DelegatingAuth,
+) -> Callable[[], Awaitable[None]]:
+    """Serve `metrics` at /metrics, and /livez, /readyz and /healthz, over
+    `tls`, each request authenticated and authorized by `auth`; returns a
+    coroutine function that stops the server. `ready`, if given, becomes the
+    readyz check `informer-sync` (failing until it returns True). `explain`,
+    if given, answers /debug/explain/<namespace>/<name> (troupe.core.explain).
+    Raises ServeError when the address cannot be served."""
+    health = metrics.health
+
+    @web.middleware
+    async def guard(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        refusal = await auth.check(
+            request.method, request.path, request.headers.get("Authorization", "")
+        )
+        if refusal is None:
+            return await handler(request)
+        if isinstance(refusal.body, str):
+            return web.Response(status=refusal.status, text=refusal.body, headers=_PLAIN)
+        return web.json_response(dict(refusal.body), status=refusal.status)
+
+    if ready is not None:
+        health.readyz.setdefault(
+            "informer-sync", lambda: None if ready() else "initial lists not done"
+        )
+
+    async def exposition(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    def root(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def answer(request: web.Request) -> web.Response:
+            q = request.query
+            report = run_checks(
+                endpoint,
+                checks_of(health, endpoint),
+                verbose="verbose" in q,
+                exclude=frozenset(q.getall("exclude", [])),
+            )
+            if report.failed:
+                log.info(
+                    "%s check failed: %s\n%s",
+                    ",".join(report.failed),
+                    endpoint,
+                    "".join(f"[-]{n} failed: {r}\n" for n, r in report.failed.items()),
+                )
+            return web.Response(status=report.status, text=report.body, headers=_PLAIN)
+
+        return answer
+
+    def single(endpoint: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def one(request: web.Request) -> web.Response:
+            name = request.match_info["check"]
+            check = {"ping": _ping, **checks_of(health, endpoint)}.get(name)
+            if check is None:
+                return web.Response(status=404, text="404 page not found\n", headers=_PLAIN)
+            reason = _run(check)
+            if reason is not None:
+                body = f"internal server error: {reason}\n"
+                return web.Response(status=500, text=body, headers=_PLAIN)
+            return web.Response(text="ok", headers=_PLAIN)
+
+        return one
+
+    async def explained(request: web.Request) -> web.Response:
+        assert explain is not None
+        key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+        got = explain(key)
+        if got is None:
+            body = {"error": f"no decision recorded for pod {key}"}
+            return web.json_response(body, status=404)
+        return web.json_response(dict(got))
+
+    app = web.Application(middlewares=[guard])
+    app.router.add_get("/metrics", exposition)
+    if explain is not None:
+        app.router.add_get("/debug/explain/{namespace}/{name}", explained)
+    for endpoint in ("livez", "readyz", "healthz"):
+        app.router.add_get(f"/{endpoint}", root(endpoint))
+        app.router.add_get(f"/{endpoint}/{{check}}", single(endpoint))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        why = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise ServeError(f"cannot serve on {address(host, port)}: {why}") from None
+    log.info("serving securely on %s", address(host, port))  # kube-scheduler's line
+    return runner.cleanup
 
 
 # TLS -------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from troupe.kube.errors import Gone, NotServed
+from troupe.core.cluster import NotFound
+from troupe.kube.errors import Gone
 from troupe.kube.reflector import MAX_TOMBSTONES, Known, Reflector
 
 
@@ -182,7 +183,7 @@ def test_pages_are_followed_and_an_expired_continue_lists_again_whole() -> None:
 
 def test_a_kind_not_served_is_synced_and_empty() -> None:
     synced: list[bool] = []
-    http = Script(lists=[NotServed("404")], watches=[])
+    http = Script(lists=[NotFound("404")], watches=[])
     r = Reflector("PodGroup", http, lambda k, o, d: None, on_synced=lambda: synced.append(True))
     run_until_quiet(r)
     assert synced == [True] and r.synced
