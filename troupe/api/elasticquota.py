@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from troupe.api.readers import get_map, get_str
 from troupe.api.parse import _guarded, _meta, parse_timestamp, resource_list
+from troupe.api.readers import get_map, get_str
 from troupe.api.types import MILLI_RESOURCES, InvalidObject, Resources
 
 ELASTIC_QUOTA_GROUP: Final = "scheduling.x-k8s.io"
