@@ -52,6 +52,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final, TypeVar
 
+from troupe.api.quantity import parse_quantity, to_scaled
 from troupe.api.readers import (
     get_bool,
     get_int,
@@ -65,7 +66,6 @@ from troupe.api.readers import (
     show,
     unsupported,
 )
-from troupe.api.quantity import parse_quantity, to_scaled
 from troupe.api.selectors import (
     label_selector_from_map,
     parse_label_selector,

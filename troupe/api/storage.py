@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from troupe.api.parse import _guarded, _meta
+from troupe.api.quantity import parse_quantity, value
 from troupe.api.readers import (
     get_bool,
     get_int,
@@ -33,8 +35,6 @@ from troupe.api.readers import (
     required,
     unsupported,
 )
-from troupe.api.parse import _guarded, _meta
-from troupe.api.quantity import parse_quantity, value
 from troupe.api.selectors import parse_label_selector, parse_node_selector
 from troupe.api.types import (
     InvalidObject,

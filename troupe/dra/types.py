@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, NamedTuple
 
+from troupe.api.kinds import CLUSTER_SCOPED
+from troupe.api.parse import _guarded, parse_timestamp
+from troupe.api.quantity import parse_quantity
 from troupe.api.readers import (
     as_map,
     get_bool,
@@ -27,9 +30,6 @@ from troupe.api.readers import (
     show,
     unsupported,
 )
-from troupe.api.kinds import CLUSTER_SCOPED
-from troupe.api.parse import _guarded, parse_timestamp
-from troupe.api.quantity import parse_quantity
 from troupe.api.selectors import parse_node_selector
 from troupe.api.taints import parse_toleration
 from troupe.api.types import (
