@@ -457,6 +457,8 @@ def _node_update_action(old: Node, new: Node) -> ActionType:
         action |= ActionType.UPDATE_NODE_TAINT
     if old.images != new.images:
         action |= ActionType.UPDATE_OTHER
+    if old.declared_features != new.declared_features:
+        action |= ActionType.UPDATE_NODE_DECLARED_FEATURE
     return action
 
 
