@@ -672,6 +672,12 @@ def test_the_readme_demo_borrowing_then_reclaiming_min() -> None:
             f"Pod {pending} is rejected in PreFilter because ElasticQuota quota1 is more than Max."
             in h.reason(pending)
         )
+        # over its min, with no pod of lower priority in its quota to take
+        name = pending.partition("/")[2]
+        assert (
+            f"preemption: 0/4 nodes are available: 4 No victims found for preemptor pod {name}."
+            in (h.reason(pending))
+        )
         h.running_all()
         await h.advance(1)
         assert h.used(q1) == {"cpu": "6"}

@@ -131,8 +131,11 @@ def over_min_message(pod: Pod) -> str:
     )
 
 
-def no_victims_message(node: str, pod: Pod) -> str:
-    return f"No victims found on node {node} for preemptor pod {pod.name}"
+def no_victims_message(pod: Pod) -> str:
+    """Upstream's text without the node's name ("on node n7"): nodes that fail
+    alike are then counted as one reason, not listed one by one (a message of
+    thousands of reasons on a large cluster)."""
+    return f"No victims found for preemptor pod {pod.name}"
 
 
 @dataclass(slots=True)
@@ -154,15 +157,15 @@ class ElasticQuotaSnapshotState:
     elastic_quota_infos: ElasticQuotaInfos
 
     def remove_pods(
-        self, namespace: str, pods: Sequence[Pod]
+        self, namespace: str, pods: Sequence[Pod], total_used: Mapping[str, int]
     ) -> tuple[dict[str, int], dict[str, int]]:
         """Upstream's RemovePod of each of `pods` applied to a copy: the used of
-        `namespace`'s quota and the total used of all quotas without those of
-        `pods` that count against a quota."""
+        `namespace`'s quota and the total used of all quotas (`total_used`
+        before) without those of `pods` that count against a quota."""
         infos = self.elastic_quota_infos
         own = infos.get(namespace)
         own_used = dict(own.used) if own is not None else {}
-        total, _ = infos.totals()
+        total = dict(total_used)
         for p in pods:
             info = infos.get(p.namespace)
             if info is None or p.key not in info.pods:
@@ -282,7 +285,7 @@ class Preemptor(Interface):
                     row,
                     Status(
                         Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                        (no_victims_message(snap.names[row], pod),),
+                        (no_victims_message(pod),),
                         NAME,
                     ),
                 )
@@ -300,12 +303,12 @@ class Preemptor(Interface):
         pfs = pre_filter_state(state)
         in_eq = pfs.nominated_pods_req_in_eq_with_pod_req
         with_all = pfs.nominated_pods_req_with_pod_req
-        _, total_min = snapshot.elastic_quota_infos.totals()
+        total_used, total_min = snapshot.elastic_quota_infos.totals()
         ns = pod.namespace
         own_max = own.max
 
         def check(out: Sequence[Pod]) -> str | None:
-            own_used, total = snapshot.remove_pods(ns, out)
+            own_used, total = snapshot.remove_pods(ns, out, total_used)
             if over(in_eq, own_used, own_max, UPPER_BOUND_OF_MAX):
                 return GLOBAL_QUOTA_MAX_EXCEEDED
             if over(with_all, total, total_min, LOWER_BOUND_OF_MIN):
