@@ -197,6 +197,7 @@ def test_in_tree_defaults() -> None:
             "PodTopologySpread",
             "InterPodAffinity",
             "DynamicResources",
+            "NodeDeclaredFeatures",
         ],
         "filter": [
             "NodeUnschedulable",
@@ -212,6 +213,7 @@ def test_in_tree_defaults() -> None:
             "PodTopologySpread",
             "InterPodAffinity",
             "DynamicResources",
+            "NodeDeclaredFeatures",
         ],
         "postFilter": ["Coscheduling", "DynamicResources", "DefaultPreemption"],
         "preScore": [
@@ -1003,6 +1005,7 @@ def test_full_file() -> None:
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     ]
     assert got["score"] == [
         "NodeResourcesFit*4",
