@@ -26,6 +26,7 @@ Not ported, and why:
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
@@ -34,9 +35,12 @@ import pytest
 from tests.builders import make_node, make_pod, table_of
 from tests.unit.plugins.upstream_fit_helpers import filter_statuses
 from troupe.api.parse import parse_node, parse_pod
-from troupe.api.types import InvalidObject, Node, Pod
+from troupe.api.types import InvalidObject, Node, Pod, PodKey
+from troupe.config import parse_config
 from troupe.core.cache import Cache
 from troupe.core.clock import VirtualClock
+from troupe.core.memory_cluster import InMemoryCluster
+from troupe.core.scheduler import Scheduler
 from troupe.core.snapshot import Snapshot
 from troupe.framework.cycle_state import CycleState, StateKeyError
 from troupe.framework.events import ActionType, ClusterEvent, EventResource, QueueingHint
@@ -475,3 +479,38 @@ def test_snapshot_follows_declared_features_through_the_cache() -> None:
     cache.remove_node("a")
     cache.update_snapshot(snap)
     assert set(filter_statuses(NodeDeclaredFeatures(), pod, snap)) == {"b"}
+
+
+# ---- the scheduler: default profile, events, queueing hint ---------------------------
+
+
+def test_scheduler_places_on_a_declaring_node_and_retries_when_one_declares() -> None:
+    cluster = InMemoryCluster()
+    clock = VirtualClock()
+    s = Scheduler(parse_config({}, IN_TREE), cluster, clock, registry=IN_TREE)
+    cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
+    s.on_node(declaring("plain").raw)  # type: ignore[arg-type]
+    s.on_node(declaring("other", RESTART_ALL_CONTAINERS).raw)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        obj = make_pod("userns").obj()
+        obj["spec"].update(HOST_NETWORK_USERNS)
+        key = PodKey("default/userns")
+        cluster.pods[key] = obj
+        s.on_pod(obj)
+        s.schedule_one()
+        await s.settle()
+        msg = "0/2 nodes are available: 2 node(s) didn't match Pod's required features."
+        assert cluster.events[-1].reason == "FailedScheduling"
+        assert cluster.events[-1].message.startswith(msg), cluster.events[-1].message
+        assert s.queue.statistics().unschedulable == 1
+        # The node starts declaring the feature: the pod is retried and placed there.
+        s.on_node(declaring("plain", USER_NAMESPACES_HOST_NETWORK).raw)  # type: ignore[arg-type]
+        assert s.queue.statistics().backoff == 1
+        clock.advance_by(1)
+        s.queue.flush()
+        s.schedule_one()
+        await s.settle()
+        assert cluster.events[-1].message == "Successfully assigned default/userns to plain"
+
+    asyncio.run(go())
