@@ -252,12 +252,15 @@ def test_hint_compares_declared_features_in_order() -> None:
 
 # ---- component-helpers: framework_test.go TestInferForPodScheduling ------------------
 
-POD_LEVEL = NodeFeature(
-    "PodLevelResources", lambda pod: pod.raw["spec"].get("resources") is not None
-)
-POD_LEVEL_MAX_1_30 = NodeFeature(
-    "PodLevelResources", lambda pod: pod.raw["spec"].get("resources") is not None, (1, 30, 0)
-)
+
+def has_pod_level_resources(pod: Pod) -> bool:
+    """Upstream's mock inference: the pod sets spec.resources (the only requests
+    these pods have)."""
+    return bool(pod.requests)
+
+
+POD_LEVEL = NodeFeature("PodLevelResources", has_pod_level_resources)
+POD_LEVEL_MAX_1_30 = NodeFeature("PodLevelResources", has_pod_level_resources, (1, 30, 0))
 WITH_RESOURCES = {"resources": {"requests": {"cpu": "500m"}}}
 
 INFER_CASES = [
@@ -489,8 +492,8 @@ def test_scheduler_places_on_a_declaring_node_and_retries_when_one_declares() ->
     clock = VirtualClock()
     s = Scheduler(parse_config({}, IN_TREE), cluster, clock, registry=IN_TREE)
     cluster.on_pod_bound = lambda key, node: s.on_pod(cluster.pods[key])
-    s.on_node(declaring("plain").raw)  # type: ignore[arg-type]
-    s.on_node(declaring("other", RESTART_ALL_CONTAINERS).raw)  # type: ignore[arg-type]
+    s.on_node(declaring("plain").raw)
+    s.on_node(declaring("other", RESTART_ALL_CONTAINERS).raw)
 
     async def go() -> None:
         obj = make_pod("userns").obj()
@@ -505,7 +508,7 @@ def test_scheduler_places_on_a_declaring_node_and_retries_when_one_declares() ->
         assert cluster.events[-1].message.startswith(msg), cluster.events[-1].message
         assert s.queue.statistics().unschedulable == 1
         # The node starts declaring the feature: the pod is retried and placed there.
-        s.on_node(declaring("plain", USER_NAMESPACES_HOST_NETWORK).raw)  # type: ignore[arg-type]
+        s.on_node(declaring("plain", USER_NAMESPACES_HOST_NETWORK).raw)
         assert s.queue.statistics().backoff == 1
         clock.advance_by(1)
         s.queue.flush()
