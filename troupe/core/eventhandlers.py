@@ -13,8 +13,9 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Final
+from typing import Any
 
+from troupe.api.elasticquota import parse_elastic_quota
 from troupe.api.kinds import KINDS, Kind
 from troupe.api.parse import (
     parse_node,
@@ -48,11 +49,9 @@ from troupe.framework.events import (
     EventResource,
 )
 from troupe.framework.status import Status
-from troupe.plugins.scheduling_gates import SchedulingGates
 
 log = logging.getLogger(__name__)
 
-SCHEDULING_GATES: Final = SchedulingGates.NAME
 # What takes one object's event: the object, and whether it was deleted.
 Handler = Callable[[Mapping[str, Any], bool], None]
 
@@ -92,18 +91,20 @@ class EventHandlers:
         return pod.scheduler_name in self.profiles
 
     def pre_enqueue(self, pod: Pod) -> Status:
-        st = self.profiles[pod.scheduler_name].run_pre_enqueue(pod)
-        self._report_gate(pod, st)
+        profile = self.profiles[pod.scheduler_name]
+        st = profile.run_pre_enqueue(pod)
+        self._report_gate(pod, st, st.is_success or not profile.reports_pre_enqueue(st.plugin))
         return st
 
-    def _report_gate(self, pod: Pod, st: Status) -> None:
+    def _report_gate(self, pod: Pod, st: Status, silent: bool) -> None:
         """Say on the pod why PreEnqueue keeps it waiting (a missing or invalid
         PodGroup...): PodScheduled=False, reason Unschedulable, and an event, once
         per change of the message, however often the pod's events repeat.
-        SchedulingGates is left out: the pod's own spec says why it waits."""
+        `silent`: it passed, or the plugin that keeps it waiting declares that
+        the pod's own spec says why (SchedulingGates)."""
         ctx, key = self.ctx, pod.key
         records = ctx.records
-        if st.is_success or st.plugin == SCHEDULING_GATES:
+        if silent:
             rec = records.get(key)
             if rec is not None:
                 rec.gate_reported = rec.held_gate = None
@@ -153,6 +154,29 @@ class EventHandlers:
             self.handle.pdbs.pop(pdb.key, None)
         else:
             self.handle.pdbs[pdb.key] = pdb
+
+    def on_elastic_quota(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """An ElasticQuota (scheduling.x-k8s.io), kept in the Handle for
+        CapacityScheduling and told about when its min or max changes (a change
+        of its status alone, our own write coming back, is not an event)."""
+        eq = parse_elastic_quota(obj, self.milli)
+        if isinstance(eq, InvalidObject):
+            self._report_invalid(eq)
+            return
+        self.invalid.pop(eq.key, None)
+        quotas = self.handle.elastic_quotas
+        old = quotas.get(eq.key)
+        if deleted:
+            quotas.pop(eq.key, None)
+            gone = old if old is not None else eq
+            self.ctx.emit(ClusterEvent(EventResource.ELASTIC_QUOTA, ActionType.DELETE), gone, None)
+        else:
+            quotas[eq.key] = eq
+            if old is not None and old.same_spec(eq):
+                return
+            action = ActionType.ADD if old is None else ActionType.UPDATE_OTHER
+            self.ctx.emit(ClusterEvent(EventResource.ELASTIC_QUOTA, action), old, eq)
+        self.ctx.notify()
 
     def on_namespace(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
         md = obj.get("metadata")
