@@ -580,17 +580,17 @@ def test_leader_election_and_client_connection_are_honored() -> None:
 
 ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     # the document
-    ("not-an-object", [1], "must be a KubeSchedulerConfiguration object, got a list"),
+    ("not-an-object", [1], "Invalid value: array: must be a KubeSchedulerConfiguration object"),
     (
         "api-version",
         {"apiVersion": "kubescheduler.config.k8s.io/v1beta3"},
-        'apiVersion: expected kubescheduler.config.k8s.io/v1, got "kubescheduler.config.k8s.io/'
-        'v1beta3"',
+        'apiVersion: Unsupported value: "kubescheduler.config.k8s.io/v1beta3": supported values: '
+        '"kubescheduler.config.k8s.io/v1"',
     ),
     (
         "kind",
         {**V1, "kind": "Policy"},
-        'kind: expected KubeSchedulerConfiguration, got "Policy"',
+        'kind: Unsupported value: "Policy": supported values: "KubeSchedulerConfiguration"',
     ),
     ("unknown-field", cfg(bogus=1), "bogus: unknown field"),
     (
@@ -599,7 +599,11 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
         'profile: unknown field (did you mean "profiles"?)',
     ),
     ("extenders", cfg(extenders=[{"urlPrefix": "http://x"}]), "extenders: not supported by Troupe"),
-    ("parallelism", cfg(parallelism=0), "parallelism: must be >= 1, got 0"),
+    (
+        "parallelism",
+        cfg(parallelism=0),
+        "parallelism: Invalid value: 0: must be greater than or equal to 1",
+    ),
     (
         "leader-election-field",
         cfg(leaderElection={"leaseDurationSeconds": 15}),
@@ -608,12 +612,12 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "leader-election-duration",
         cfg(leaderElection={"leaseDuration": 15}),
-        'leaderElection.leaseDuration: must be a duration such as "15s", got 15',
+        'leaderElection.leaseDuration: Invalid value: 15: must be a duration such as "15s"',
     ),
     (
         "leader-election-duration-text",
         cfg(leaderElection={"retryPeriod": "2 s"}),
-        'leaderElection.retryPeriod: must be a duration such as "15s", got "2 s"',
+        'leaderElection.retryPeriod: Invalid value: "2 s": must be a duration such as "15s"',
     ),
     (
         "leader-election-order",
@@ -628,73 +632,76 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "leader-election-lock",
         cfg(leaderElection={"resourceLock": "endpointsleases"}),
-        'leaderElection.resourceLock: only "leases" is supported, got "endpointsleases"',
+        'leaderElection.resourceLock: Unsupported value: "endpointsleases": supported values: '
+        '"leases"',
     ),
     (
         "client-connection-protobuf",
         cfg(clientConnection={"contentType": "application/vnd.kubernetes.protobuf"}),
-        "clientConnection.contentType: Troupe speaks JSON only (application/json), got "
-        '"application/vnd.kubernetes.protobuf"',
+        'clientConnection.contentType: Unsupported value: "application/vnd.kubernetes.protobuf": '
+        'supported values: "application/json", "*/*"',
     ),
     (
         "client-connection-qps",
         cfg(clientConnection={"qps": -1}),
-        "clientConnection.qps: must be a positive number, got -1",
+        "clientConnection.qps: Invalid value: -1: must be a positive number",
     ),
     (
         "client-connection-burst",
         cfg(clientConnection={"burst": 0}),
-        "clientConnection.burst: must be >= 1, got 0",
+        "clientConnection.burst: Invalid value: 0: must be greater than or equal to 1",
     ),
     # global numbers
     (
         "percentage",
         cfg(percentageOfNodesToScore=120),
-        "percentageOfNodesToScore: must be between 0 and 100, got 120",
+        "percentageOfNodesToScore: Invalid value: 120: must be between 0 and 100, inclusive",
     ),
     (
         "percentage-type",
         cfg(percentageOfNodesToScore="50%"),
-        'percentageOfNodesToScore: must be an integer, got "50%"',
+        'percentageOfNodesToScore: Invalid value: "50%": must be an integer',
     ),
     (
         "percentage-bool",
         cfg(percentageOfNodesToScore=True),
-        "percentageOfNodesToScore: must be an integer, got true",
+        "percentageOfNodesToScore: Invalid value: true: must be an integer",
     ),
     (
         "initial-backoff",
         cfg(podInitialBackoffSeconds=0),
-        "podInitialBackoffSeconds: must be >= 1, got 0",
+        "podInitialBackoffSeconds: Invalid value: 0: must be greater than or equal to 1",
     ),
     (
         "backoff-float",
         cfg(podMaxBackoffSeconds=2.5),
-        "podMaxBackoffSeconds: must be an integer, got 2.5",
+        "podMaxBackoffSeconds: Invalid value: 2.5: must be an integer",
     ),
     (
         "backoff-order",
         cfg(podInitialBackoffSeconds=5, podMaxBackoffSeconds=2),
-        "podMaxBackoffSeconds: must be >= podInitialBackoffSeconds (5), got 2",
+        "podMaxBackoffSeconds: Invalid value: 2: must be greater than or equal to "
+        "podInitialBackoffSeconds (5)",
     ),
     # profiles
-    ("profiles-type", cfg(profiles={"a": 1}), "profiles: must be a list, got an object"),
-    ("profile-type", cfg(profiles=["x"]), 'profiles[0]: must be an object, got "x"'),
+    ("profiles-type", cfg(profiles={"a": 1}), "profiles: Invalid value: object: must be a list"),
+    ("profile-type", cfg(profiles=["x"]), 'profiles[0]: Invalid value: "x": must be an object'),
     (
         "duplicate-profile",
         cfg(profiles=[{"schedulerName": "x"}, {"schedulerName": "x"}]),
-        'profiles[1].schedulerName: duplicate "x"',
+        'profiles[1].schedulerName: Duplicate value: "x"',
     ),
     (
         "unnamed-profile-among-several",
         cfg(profiles=[{"schedulerName": "x"}, {}]),
-        "profiles[1].schedulerName: required when there are several profiles",
+        "profiles[1].schedulerName: Required value: a profile must be named when there are several",
     ),
-    ("empty-name", one(schedulerName=""), "profiles[0].schedulerName: must not be empty"),
+    ("empty-name", one(schedulerName=""), "profiles[0].schedulerName: Required value"),
     (
         "profile-percentage",
         one(percentageOfNodesToScore=-1),
-        "profiles[0].percentageOfNodesToScore: must be between 0 and 100, got -1",
+        "profiles[0].percentageOfNodesToScore: Invalid value: -1: must be between 0 and 100, "
+        "inclusive",
     ),
     (
         "unknown-point",
@@ -731,7 +738,7 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "plugin-name-missing",
         one({"filter": {"enabled": [{"weight": 1}]}}),
-        "profiles[0].plugins.filter.enabled[0].name: must be a string, got null",
+        "profiles[0].plugins.filter.enabled[0].name: Required value",
     ),
     (
         "wrong-point",
@@ -756,19 +763,19 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "weight-type",
         one({"score": {"enabled": [{"name": "Image", "weight": "high"}]}}),
-        'profiles[0].plugins.score.enabled[0].weight: must be an integer, got "high"',
+        'profiles[0].plugins.score.enabled[0].weight: Invalid value: "high": must be an integer',
     ),
     (
         "negative-weight",
         one({"multiPoint": {"enabled": [{"name": "Image", "weight": -1}]}}),
-        "profiles[0].plugins.multiPoint.enabled[0].weight: must be between 0 and 2147483647, "
-        "got -1",
+        "profiles[0].plugins.multiPoint.enabled[0].weight: Invalid value: -1: must be between 0 "
+        "and 2147483647, inclusive",
     ),
     (
         "weights-overflow",  # an int32 weight (kube's type) cannot make the total overflow
         one({"score": {"enabled": [{"name": "Image", "weight": 2**62}]}}),
-        "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
-        "got 4611686018427387904",
+        "profiles[0].plugins.score.enabled[0].weight: Invalid value: 4611686018427387904: must be "
+        "between 0 and 2147483647, inclusive",
     ),
     (
         "no-queue-sort",
@@ -836,12 +843,12 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "plugin-config-duplicate",
         one(pluginConfig=[{"name": "Fit"}, {"name": "Fit", "args": {}}]),
-        'profiles[0].pluginConfig[1].name: duplicate "Fit"',
+        'profiles[0].pluginConfig[1].name: Duplicate value: "Fit"',
     ),
     (
         "plugin-config-args-type",
         one(pluginConfig=[{"name": "Fit", "args": ["a"]}]),
-        "profiles[0].pluginConfig[0].args: must be an object, got a list",
+        "profiles[0].pluginConfig[0].args: Invalid value: array: must be an object",
     ),
     (
         "plugin-config-field",
@@ -851,34 +858,35 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "plugin-config-args-kind",
         one(pluginConfig=[{"name": "Fit", "args": {"kind": "SpreadArgs"}}]),
-        'profiles[0].pluginConfig[0].args.kind: expected FitArgs, got "SpreadArgs"',
+        'profiles[0].pluginConfig[0].args.kind: Unsupported value: "SpreadArgs": supported '
+        'values: "FitArgs"',
     ),
     (
         "plugin-config-args-api-version",
         one(pluginConfig=[{"name": "Fit", "args": {"apiVersion": "v1"}}]),
-        "profiles[0].pluginConfig[0].args.apiVersion: expected kubescheduler.config.k8s.io/v1, "
-        'got "v1"',
+        'profiles[0].pluginConfig[0].args.apiVersion: Unsupported value: "v1": supported values: '
+        '"kubescheduler.config.k8s.io/v1"',
     ),
     # troupe
     (
         "fifo-streak",
         cfg(troupe={"fifoFallback": {"failureStreak": 0}}),
-        "troupe.fifoFallback.failureStreak: must be >= 1, got 0",
+        "troupe.fifoFallback.failureStreak: Invalid value: 0: must be greater than or equal to 1",
     ),
     (
         "fifo-enabled-type",
         cfg(troupe={"fifoFallback": {"enabled": "yes please"}}),
-        'troupe.fifoFallback.enabled: must be true or false, got "yes please"',
+        'troupe.fifoFallback.enabled: Invalid value: "yes please": must be a boolean',
     ),
     (
         "fifo-queue-length",
         cfg(troupe={"fifoFallback": {"minQueueLength": -1}}),
-        "troupe.fifoFallback.minQueueLength: must be >= 0, got -1",
+        "troupe.fifoFallback.minQueueLength: Invalid value: -1: must be greater than or equal to 0",
     ),
     (
         "fifo-duration",
         cfg(troupe={"fifoFallback": {"durationSeconds": 0}}),
-        "troupe.fifoFallback.durationSeconds: must be > 0, got 0",
+        "troupe.fifoFallback.durationSeconds: Invalid value: 0: must be greater than zero",
     ),
     (
         "fifo-unknown",
@@ -888,50 +896,51 @@ ERROR_CASES: Final[list[tuple[str, object, str]]] = [
     (
         "flush",
         cfg(troupe={"unschedulableFlushSeconds": "5m"}),
-        'troupe.unschedulableFlushSeconds: must be a number of seconds, got "5m"',
+        'troupe.unschedulableFlushSeconds: Invalid value: "5m": must be a number of seconds',
     ),
     (
         "ttl-negative",
         cfg(troupe={"assumedPodTTLSeconds": -1}),
-        "troupe.assumedPodTTLSeconds: must be >= 0, got -1",
+        "troupe.assumedPodTTLSeconds: Invalid value: -1: must be greater than or equal to 0",
     ),
     (
         "ttl-infinite",
         cfg(troupe={"assumedPodTTLSeconds": float("inf")}),
-        "troupe.assumedPodTTLSeconds: must be a number of seconds, got Infinity",
+        "troupe.assumedPodTTLSeconds: Invalid value: Infinity: must be a number of seconds",
     ),
-    ("seed", cfg(troupe={"seed": 1.5}), "troupe.seed: must be an integer, got 1.5"),
+    ("seed", cfg(troupe={"seed": 1.5}), "troupe.seed: Invalid value: 1.5: must be an integer"),
     (
         "group-cycle",
         cfg(troupe={"gangGroupCycle": 1}),
-        "troupe.gangGroupCycle: must be true or false, got 1",
+        "troupe.gangGroupCycle: Invalid value: 1: must be a boolean",
     ),
     (
         "coalesce",
         cfg(troupe={"podGroupStatusCoalesceSeconds": -0.5}),
-        "troupe.podGroupStatusCoalesceSeconds: must be >= 0, got -0.5",
+        "troupe.podGroupStatusCoalesceSeconds: Invalid value: -0.5: must be greater than or equal "
+        "to 0",
     ),
     (
         "metrics-port",
         cfg(troupe={"metricsPort": 70000}),
-        "troupe.metricsPort: must be between 1 and 65535, got 70000",
+        "troupe.metricsPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
     ),
     (
         "score-watermark-zero",
         cfg(troupe={"scoreWatermark": 0}),
-        "troupe.scoreWatermark: must be a number in (0, 1], got 0",
+        "troupe.scoreWatermark: Invalid value: 0: must be a number in (0, 1]",
     ),
     (
         "score-watermark-above-one",
         cfg(troupe={"scoreWatermark": 1.5}),
-        "troupe.scoreWatermark: must be a number in (0, 1], got 1.5",
+        "troupe.scoreWatermark: Invalid value: 1.5: must be a number in (0, 1]",
     ),
     (
         "score-watermark-type",
         cfg(troupe={"scoreWatermark": "80%"}),
-        'troupe.scoreWatermark: must be a number in (0, 1], got "80%"',
+        'troupe.scoreWatermark: Invalid value: "80%": must be a number in (0, 1]',
     ),
-    ("troupe-type", cfg(troupe=[]), "troupe: must be an object, got a list"),
+    ("troupe-type", cfg(troupe=[]), "troupe: Invalid value: array: must be an object"),
     ("troupe-unknown", cfg(troupe={"bogus": "max"}), "troupe.bogus: unknown field"),
 ]
 
@@ -1081,8 +1090,8 @@ FILE_ERRORS: Final = [
     ),
     (
         "bad-v1beta3.yaml",
-        'apiVersion: expected kubescheduler.config.k8s.io/v1, got "kubescheduler.config.k8s.io/'
-        'v1beta3"',
+        'apiVersion: Unsupported value: "kubescheduler.config.k8s.io/v1beta3": supported values: '
+        '"kubescheduler.config.k8s.io/v1"',
     ),
 ]
 
@@ -1123,12 +1132,19 @@ def test_file_contents(tmp_path: Path) -> None:
     scalar.write_text("hello\n")
     with pytest.raises(ConfigError) as e:
         load_config(str(scalar), IN_TREE)
-    assert str(e.value) == f'{scalar}: must be a KubeSchedulerConfiguration object, got "hello"'
+    assert (
+        str(e.value)
+        == f'{scalar}: Invalid value: "hello": must be a KubeSchedulerConfiguration object'
+    )
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("percentageOfNodesToScore: -1\n")
     with pytest.raises(ConfigError) as e:
         load_config(str(wrong), IN_TREE)
-    assert str(e.value) == f"{wrong}: percentageOfNodesToScore: must be between 0 and 100, got -1"
+    assert (
+        str(e.value)
+        == f"{wrong}: percentageOfNodesToScore: Invalid value: -1: must be between 0 and 100, "
+        "inclusive"
+    )
     assert e.value.field_path == "percentageOfNodesToScore"
     # YAML anchors and merge keys are not repeated keys.
     merged = tmp_path / "merged.yaml"
@@ -1168,41 +1184,42 @@ def fit_args(i: int = 0, **args: Any) -> dict[str, Any]:
     [
         pytest.param(
             one({"score": {"enabled": [{"name": "ImageLocality", "weight": 2**31}]}}),
-            "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
-            "got 2147483648",
+            "profiles[0].plugins.score.enabled[0].weight: Invalid value: 2147483648: must be "
+            "between 0 and 2147483647, inclusive",
             id="weight-beyond-int32",
         ),
         pytest.param(
             one({"score": {"enabled": [{"name": "ImageLocality", "weight": 10**30}]}}),
-            "profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647, "
-            f"got {10**30}",
+            f"profiles[0].plugins.score.enabled[0].weight: Invalid value: {10**30}: must be "
+            "between 0 and 2147483647, inclusive",
             id="weight-absurd",
         ),
         *(
             pytest.param(
                 cfg(profiles=[fit_args(isolatedCPUResource=r)]),
-                "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be an extended "
-                f'resource name (domain/name), not "{r}"',
+                f'profiles[0].pluginConfig[0].args.isolatedCPUResource: Invalid value: "{r}": '
+                "must be an extended resource name (domain/name)",
                 id=f"isolated-{r}",
             )
             for r in ("memory", "cpu", "ephemeral-storage", "pods", "hugepages-2Mi")
         ),
         pytest.param(
             cfg(profiles=[fit_args(isolatedCPUResource="kubernetes.io/cpu")]),
-            "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be outside the "
-            'kubernetes.io domain, got "kubernetes.io/cpu"',
+            "profiles[0].pluginConfig[0].args.isolatedCPUResource: Invalid value: "
+            '"kubernetes.io/cpu": must be outside the kubernetes.io domain',
             id="isolated-kubernetes-io",
         ),
         pytest.param(
             cfg(profiles=[fit_args(isolatedCPUResource=7)]),
-            "profiles[0].pluginConfig[0].args.isolatedCPUResource: must be a string, got 7",
+            "profiles[0].pluginConfig[0].args.isolatedCPUResource: Invalid value: 7: "
+            "must be a string",
             id="isolated-number",
         ),
         pytest.param(
             cfg(profiles=[fit_args(0), fit_args(1, isolatedCPUResource="example.com/iso")]),
-            "profiles[1].pluginConfig[0].args.isolatedCPUResource: must be the same in every "
-            'profile: profiles[0].pluginConfig[0].args.isolatedCPUResource is "troupe.dev/'
-            'isolated-cpu"',
+            "profiles[1].pluginConfig[0].args.isolatedCPUResource: Invalid value: "
+            '"example.com/iso": must be the same in every profile: '
+            'profiles[0].pluginConfig[0].args.isolatedCPUResource is "troupe.dev/isolated-cpu"',
             id="isolated-differs-between-profiles",
         ),
     ],

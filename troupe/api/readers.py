@@ -1,34 +1,58 @@
-"""Typed readers over a Kubernetes object's dicts, shared by the parsers.
+"""The typed readers of decoded JSON and YAML: one family for Kubernetes objects
+(`troupe.api`'s parsers, `troupe.dra.types`) and for the configuration
+(`troupe.config`).
 
-Each reader takes the enclosing mapping, a key and the *path prefix* of that
-mapping (``""`` at the top, else ending in ``"."``, e.g. ``"spec.containers[0]."``)
-and returns the value with the expected type, or raises `ParseError` naming
-``prefix + key``. Absent and ``null`` mean "not set" everywhere. Messages follow
-the Kubernetes API server's wording ("Required value", "Unsupported value",
-"Invalid value") so that users see what `kubectl apply` would have told them.
+Paths. A reader of a field takes the enclosing mapping, the key and the *path
+prefix* of that mapping (``""`` at the top, else ending in ``"."``, e.g.
+``"spec.containers[0]."``) and names ``prefix + key`` when it fails; a reader of
+a value (``as_map``, ``int_value``...) takes the value's whole path. List items
+are ``key[i]``. Absent and ``null`` mean "not set" everywhere, and a ``null``
+item of a list of objects reads as an empty object (as Go decodes it).
 
-Objects come from JSON (the API server, via kopf) or YAML (the simulator): lists
-may be lists or tuples and mappings any `Mapping`. Label-like string maps accept
-scalars written unquoted in YAML (``version: 2``) and keep them as text.
+Errors. Every reader raises `ParseError(path, problem)` in the API server's
+words, as `kubectl apply` or kube-scheduler's validation would say it:
+"Required value", "Invalid value: <value>: must be an integer", "Unsupported
+value", "Duplicate value". Each user turns it into its own error at its edge:
+an `InvalidObject` for an object, a `ConfigError` for the configuration.
+
+Objects come from JSON (the API server, via kopf) or YAML (the simulator):
+lists may be lists or tuples and mappings any `Mapping`. Label-like string maps
+accept scalars written unquoted in YAML (``version: 2``) and keep them as text.
+An integer of an object may be an integral float or decimal digits as text (a
+hand-written YAML dump); the configuration is decoded strictly, as
+kube-scheduler's strict decoding, so it reads integers with ``strict=True``.
+Every integer is a Go int64 upstream: a larger one is refused where it is read.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, Final
 
-from troupe.api.types import ParseError
+from troupe.api.types import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_DURATION_SECONDS,
+    ParseError,
+    describe_int,
+)
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 _INT_TEXT: Final = re.compile(r"[+-]?[0-9]+")
 
+# ---- messages ---------------------------------------------------------------------------
+
 
 def show(v: object) -> str:
-    """A value as the API server quotes it in messages."""
-    if isinstance(v, str | bool | int | float) or v is None:
+    """A value as the API server quotes it in messages (a long integer described)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return describe_int(v)
+    if isinstance(v, str | bool | float) or v is None:
         return json.dumps(v)
     if isinstance(v, Mapping):
         return "object"
@@ -55,19 +79,46 @@ def unsupported(path: str, value: object, supported: Sequence[str]) -> ParseErro
     return ParseError(path, f"Unsupported value: {show(value)}: supported values: {choices}")
 
 
-def get_map(obj: Mapping[str, Any], key: str, prefix: str) -> Mapping[str, Any]:
+def duplicate(path: str, value: object) -> ParseError:
+    return ParseError(path, f"Duplicate value: {show(value)}")
+
+
+def suggest(name: str, candidates: Iterable[str]) -> str:
+    """' (did you mean "x"?)' for the closest candidate, or ""."""
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+# ---- objects and lists ------------------------------------------------------------------
+
+
+def _fields(m: Mapping[str, Any], path: str, allowed: Sequence[str]) -> None:
+    """Unknown fields are errors (strict decoding), with the closest known one."""
+    for k in m:
+        if not isinstance(k, str):
+            raise invalid(path, k, "field names must be strings")
+        if k not in allowed:
+            raise ParseError(join(path) + k, "unknown field" + suggest(k, allowed))
+
+
+def as_map(v: object, path: str, allowed: Sequence[str] | None = None) -> Mapping[str, Any]:
+    """An object; with `allowed`, a field not in it is an error."""
+    if v.__class__ is not dict and not isinstance(v, Mapping):  # dict: no ABC check
+        raise invalid(path, v, "must be an object")
+    if allowed is not None:
+        _fields(v, path, allowed)
+    return v
+
+
+def get_map(
+    obj: Mapping[str, Any], key: str, prefix: str, allowed: Sequence[str] | None = None
+) -> Mapping[str, Any]:
     v = obj.get(key)
     if v is None:
         return EMPTY
-    if v.__class__ is not dict and not isinstance(v, Mapping):  # dict: no ABC check
-        raise invalid(prefix + key, v, "must be an object")
-    return v
-
-
-def as_map(v: object, path: str) -> Mapping[str, Any]:
-    if v.__class__ is not dict and not isinstance(v, Mapping):
-        raise invalid(path, v, "must be an object")
-    return v
+    if v.__class__ is dict and allowed is None:  # most of them: no further checks
+        return v
+    return as_map(v, prefix + key, allowed)
 
 
 def get_list(obj: Mapping[str, Any], key: str, prefix: str) -> Sequence[Any]:
@@ -79,6 +130,24 @@ def get_list(obj: Mapping[str, Any], key: str, prefix: str) -> Sequence[Any]:
     return v
 
 
+def get_objs(
+    obj: Mapping[str, Any], key: str, prefix: str, allowed: Sequence[str] | None = None
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """A list of objects, each with its own path prefix (``"spec.containers[0]."``)."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for i, item in enumerate(get_list(obj, key, prefix)):
+        p = f"{prefix}{key}[{i}]"
+        if item is None:
+            item = EMPTY
+        elif item.__class__ is not dict or allowed is not None:
+            item = as_map(item, p, allowed)
+        out.append((p + ".", item))
+    return out
+
+
+# ---- scalars ----------------------------------------------------------------------------
+
+
 def get_str(obj: Mapping[str, Any], key: str, prefix: str, default: str = "") -> str:
     v = obj.get(key)
     if v is None:
@@ -88,22 +157,12 @@ def get_str(obj: Mapping[str, Any], key: str, prefix: str, default: str = "") ->
     return v
 
 
-def int_value(v: object, path: str) -> int:
-    """An integer: a JSON/YAML integer, an integral float, or decimal digits as text."""
-    if isinstance(v, bool):
-        raise invalid(path, v, "must be an integer")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    if isinstance(v, str) and len(v) <= 40 and _INT_TEXT.fullmatch(v):
-        return int(v)
-    raise invalid(path, v, "must be an integer")
-
-
-def get_int(obj: Mapping[str, Any], key: str, prefix: str) -> int | None:
-    v = obj.get(key)
-    return None if v is None else int_value(v, prefix + key)
+def get_name(obj: Mapping[str, Any], key: str, prefix: str) -> str:
+    """A string that must be given and not empty."""
+    name = get_str(obj, key, prefix)
+    if not name:
+        raise required(prefix + key)
+    return name
 
 
 def get_bool(obj: Mapping[str, Any], key: str, prefix: str, default: bool = False) -> bool:
@@ -113,6 +172,84 @@ def get_bool(obj: Mapping[str, Any], key: str, prefix: str, default: bool = Fals
     if not isinstance(v, bool):
         raise invalid(prefix + key, v, "must be a boolean")
     return v
+
+
+def _bounds(lo: int | None, hi: int | None) -> str:
+    if lo is not None and hi is not None:
+        return f"must be between {lo} and {hi}, inclusive"
+    if lo is not None:
+        return f"must be greater than or equal to {lo}"
+    return f"must be less than or equal to {hi}"
+
+
+def int_value(
+    v: object, path: str, lo: int | None = None, hi: int | None = None, *, strict: bool = False
+) -> int:
+    """An integer within [lo, hi] and Go's int64: a JSON/YAML integer, or (not
+    `strict`) an integral float or decimal digits as text."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    elif not strict and (
+        (isinstance(v, float) and v.is_integer())
+        or (isinstance(v, str) and len(v) <= 40 and _INT_TEXT.fullmatch(v) is not None)
+    ):
+        n = int(v)
+    else:
+        raise invalid(path, v, "must be an integer")
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise invalid(path, n, _bounds(lo, hi))
+    if not INT64_MIN <= n <= INT64_MAX:
+        raise invalid(path, n, "must be a 64-bit integer")
+    return n
+
+
+def get_int(
+    obj: Mapping[str, Any],
+    key: str,
+    prefix: str,
+    lo: int | None = None,
+    hi: int | None = None,
+    *,
+    strict: bool = False,
+) -> int | None:
+    v = obj.get(key)
+    return None if v is None else int_value(v, prefix + key, lo, hi, strict=strict)
+
+
+def finite(v: int | float) -> bool:
+    """A number that float arithmetic can take: not inf or NaN, and not an
+    integer too large for a float (10**400 is a valid YAML integer)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def number_value(v: object, path: str, detail: str) -> float:
+    """A finite number (a JSON/YAML integer or float, not a boolean); `detail`
+    says what it must be when it is not one."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not finite(v):
+        raise invalid(path, v, detail)
+    return float(v)
+
+
+def get_seconds(
+    obj: Mapping[str, Any], key: str, prefix: str, *, positive: bool = False
+) -> float | None:
+    """A number of seconds, at least 0 (more than 0 with `positive`), and at most
+    what Go's time.Duration holds."""
+    v = obj.get(key)
+    if v is None:
+        return None
+    path = prefix + key
+    seconds = number_value(v, path, "must be a number of seconds")
+    if seconds > MAX_DURATION_SECONDS:
+        raise invalid(path, v, f"must be at most {MAX_DURATION_SECONDS} seconds")
+    if positive and seconds <= 0:
+        raise invalid(path, v, "must be greater than zero")
+    if seconds < 0:
+        raise invalid(path, v, "must be greater than or equal to 0")
+    return seconds
 
 
 def scalar_text(v: object, path: str) -> str:
@@ -142,14 +279,3 @@ def get_str_list(obj: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ..
         x if isinstance(x, str) else scalar_text(x, f"{prefix}{key}[{i}]")
         for i, x in enumerate(items)
     )
-
-
-def get_objs(obj: Mapping[str, Any], key: str, prefix: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """A list of objects, each with its own path prefix (``"spec.containers[0]."``)."""
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    for i, item in enumerate(get_list(obj, key, prefix)):
-        p = f"{prefix}{key}[{i}]"
-        if item.__class__ is not dict and not isinstance(item, Mapping):
-            raise invalid(p, item, "must be an object")
-        out.append((p + ".", item))
-    return out

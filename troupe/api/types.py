@@ -89,7 +89,10 @@ class InvalidObject:
 
 
 class ParseError(ValueError):
-    """Raised inside `troupe.api` only; turned into `InvalidObject` at its edge."""
+    """A field of decoded JSON/YAML that does not read: raised by the typed readers
+    (`troupe.api.readers`) and the parsers, and turned into its user's error at
+    that user's edge: `InvalidObject` for an object, `ConfigError` for the
+    configuration."""
 
     def __init__(self, field_path: str, problem: str) -> None:
         super().__init__(f"{field_path}: {problem}")

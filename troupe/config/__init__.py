@@ -1,8 +1,9 @@
 """The configuration: a KubeSchedulerConfiguration read as kube-scheduler
 reads it, and Troupe's own `troupe:` section.
 
-Arranged as kube-scheduler's apis/config: `types` (the records), `readers`
-and `decode` (strict decoding of the file into them), `defaults` (the
+Arranged as kube-scheduler's apis/config: `types` (the records), `decode`
+(strict decoding of the file into them, through the typed readers of
+`troupe.api.readers` that the object parsers use too), `defaults` (the
 default plugin sets, multiPoint merged and expanded per extension point),
 `args` (each plugin's arguments and their path) and `validation` (checks
 across profiles). `decode` opens with the file's format and the rules.

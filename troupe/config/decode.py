@@ -83,19 +83,24 @@ from typing import Any, Final
 import yaml
 
 from troupe.api.duration import parse_duration
-from troupe.api.yamlio import BoundedLoader
-from troupe.config.defaults import profile_config
-from troupe.config.readers import (
-    finite,
-    join,
-    read_bool,
-    read_int,
-    read_list,
-    read_name,
-    read_object,
-    read_seconds,
+from troupe.api.readers import (
+    as_map,
+    get_bool,
+    get_int,
+    get_list,
+    get_map,
+    get_name,
+    get_objs,
+    get_seconds,
+    get_str,
+    invalid,
+    number_value,
     show,
+    unsupported,
 )
+from troupe.api.types import ParseError
+from troupe.api.yamlio import BoundedLoader
+from troupe.config.defaults import PROFILE_FIELDS, profile_config
 from troupe.config.types import (
     API_VERSION,
     KIND,
@@ -131,77 +136,74 @@ TROUPE_FIELDS: Final = (
 EXPLAIN_FIELDS: Final = ("enabled", "maxPods")
 
 
-def _fraction(v: object, path: str) -> float:
-    """A number in (0, 1]."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not finite(v):
-        raise ConfigError(path, f"must be a number in (0, 1], got {show(v)}")
-    if not 0 < v <= 1:
-        raise ConfigError(path, f"must be a number in (0, 1], got {v}")
-    return float(v)
+def _int(
+    m: Mapping[str, Any],
+    key: str,
+    prefix: str,
+    default: int,
+    lo: int | None = None,
+    hi: int | None = None,
+) -> int:
+    """An integer as kube-scheduler decodes one (strictly), `default` when absent."""
+    v = get_int(m, key, prefix, lo, hi, strict=True)
+    return default if v is None else v
 
 
-def _features(obj: object, path: str) -> Features:
+def _seconds(
+    m: Mapping[str, Any], key: str, prefix: str, default: float, *, positive: bool = False
+) -> float:
+    v = get_seconds(m, key, prefix, positive=positive)
+    return default if v is None else v
+
+
+def _fraction(m: Mapping[str, Any], key: str, prefix: str) -> float | None:
+    """A number in (0, 1], None when absent."""
+    v = m.get(key)
+    if v is None:
+        return None
+    detail = "must be a number in (0, 1]"
+    x = number_value(v, prefix + key, detail)
+    if not 0 < x <= 1:
+        raise invalid(prefix + key, v, detail)
+    return x
+
+
+def _features(m: Mapping[str, Any], prefix: str) -> Features:
     """`featureGates`: gate name -> true | false; a gate left out keeps its default."""
-    m = read_object(obj, path, tuple(GATES))
-    return Features(**{GATES[k]: read_bool(v, join(path, k)) for k, v in m.items()})
+    gates = get_map(m, "featureGates", prefix, tuple(GATES))
+    p = f"{prefix}featureGates."
+    return Features(**{GATES[k]: get_bool(gates, k, p) for k, v in gates.items() if v is not None})
 
 
-def _troupe(obj: object) -> TroupeSettings:
-    path = "troupe"
-    m = read_object(obj, path, TROUPE_FIELDS)
-    fp = f"{path}.fifoFallback"
-    f = read_object(m.get("fifoFallback"), fp, FIFO_FIELDS)
-    xp = f"{path}.explain"
-    x = read_object(m.get("explain"), xp, EXPLAIN_FIELDS)
+def _troupe(doc: Mapping[str, Any]) -> TroupeSettings:
+    m = get_map(doc, "troupe", "", TROUPE_FIELDS)
+    p = "troupe."
+    f = get_map(m, "fifoFallback", p, FIFO_FIELDS)
+    fp = f"{p}fifoFallback."
+    x = get_map(m, "explain", p, EXPLAIN_FIELDS)
+    xp = f"{p}explain."
     d = TroupeSettings()
-
-    def get(section: Mapping[str, Any], where: str, key: str, default: Any, read: Any) -> Any:
-        v = section.get(key)
-        return default if v is None else read(v, f"{where}.{key}")
-
     return TroupeSettings(
-        fifo_enabled=get(f, fp, "enabled", d.fifo_enabled, read_bool),
-        fifo_min_queue_length=get(
-            f, fp, "minQueueLength", d.fifo_min_queue_length, lambda v, p: read_int(v, p, lo=0)
+        fifo_enabled=get_bool(f, "enabled", fp, d.fifo_enabled),
+        fifo_min_queue_length=_int(f, "minQueueLength", fp, d.fifo_min_queue_length, lo=0),
+        fifo_failure_streak=_int(f, "failureStreak", fp, d.fifo_failure_streak, lo=1),
+        fifo_duration_seconds=_seconds(
+            f, "durationSeconds", fp, d.fifo_duration_seconds, positive=True
         ),
-        fifo_failure_streak=get(
-            f, fp, "failureStreak", d.fifo_failure_streak, lambda v, p: read_int(v, p, lo=1)
+        unschedulable_flush_seconds=_seconds(
+            m, "unschedulableFlushSeconds", p, d.unschedulable_flush_seconds, positive=True
         ),
-        fifo_duration_seconds=get(
-            f,
-            fp,
-            "durationSeconds",
-            d.fifo_duration_seconds,
-            lambda v, p: read_seconds(v, p, positive=True),
+        assumed_pod_ttl_seconds=_seconds(m, "assumedPodTTLSeconds", p, d.assumed_pod_ttl_seconds),
+        seed=_int(m, "seed", p, d.seed),
+        group_cycle=get_bool(m, "gangGroupCycle", p, d.group_cycle),
+        podgroup_status_coalesce_seconds=_seconds(
+            m, "podGroupStatusCoalesceSeconds", p, d.podgroup_status_coalesce_seconds
         ),
-        unschedulable_flush_seconds=get(
-            m,
-            path,
-            "unschedulableFlushSeconds",
-            d.unschedulable_flush_seconds,
-            lambda v, p: read_seconds(v, p, positive=True),
-        ),
-        assumed_pod_ttl_seconds=get(
-            m, path, "assumedPodTTLSeconds", d.assumed_pod_ttl_seconds, read_seconds
-        ),
-        seed=get(m, path, "seed", d.seed, read_int),
-        group_cycle=get(m, path, "gangGroupCycle", d.group_cycle, read_bool),
-        podgroup_status_coalesce_seconds=get(
-            m,
-            path,
-            "podGroupStatusCoalesceSeconds",
-            d.podgroup_status_coalesce_seconds,
-            read_seconds,
-        ),
-        metrics_port=get(
-            m, path, "metricsPort", d.metrics_port, lambda v, p: read_int(v, p, 1, 65535)
-        ),
-        score_watermark=get(m, path, "scoreWatermark", d.score_watermark, _fraction),
-        features=_features(m.get("featureGates"), f"{path}.featureGates"),
-        explain_enabled=get(x, xp, "enabled", d.explain_enabled, read_bool),
-        explain_max_pods=get(
-            x, xp, "maxPods", d.explain_max_pods, lambda v, p: read_int(v, p, lo=1)
-        ),
+        metrics_port=_int(m, "metricsPort", p, d.metrics_port, 1, 65535),
+        score_watermark=_fraction(m, "scoreWatermark", p),
+        features=_features(m, p),
+        explain_enabled=get_bool(x, "enabled", xp, d.explain_enabled),
+        explain_max_pods=_int(x, "maxPods", xp, d.explain_max_pods, lo=1),
     )
 
 
@@ -246,42 +248,37 @@ TOP_LEVEL_FIELDS: Final = (
 JSON_CONTENT_TYPES: Final = ("application/json", "*/*")
 
 
-def _duration(v: object, path: str) -> float:
+def _duration(m: Mapping[str, Any], key: str, prefix: str, default: float) -> float:
     """A Go duration as metav1.Duration reads it ("15s", "1m30s", "500ms"), in seconds."""
+    v = m.get(key)
+    if v is None:
+        return default
     total = parse_duration(v)
     if total is None:
-        raise ConfigError(path, f'must be a duration such as "15s", got {show(v)}')
+        raise invalid(prefix + key, v, 'must be a duration such as "15s"')
     if total <= 0:
-        raise ConfigError(path, f"must be a positive duration, got {show(v)}")
+        raise invalid(prefix + key, v, "must be a positive duration")
     return total
 
 
-def _leader_election(v: object) -> LeaderElection:
-    m = read_object(v, "leaderElection", LEADER_ELECTION_FIELDS)
+def _leader_election(doc: Mapping[str, Any]) -> LeaderElection:
+    m = get_map(doc, "leaderElection", "", LEADER_ELECTION_FIELDS)
     d = LeaderElection()
     path = "leaderElection."
     lock = m.get("resourceLock")
     if lock is not None and lock != "leases":
-        raise ConfigError(f"{path}resourceLock", f'only "leases" is supported, got {show(lock)}')
+        raise unsupported(f"{path}resourceLock", lock, ("leases",))
     out = LeaderElection(
-        leader_elect=d.leader_elect
-        if m.get("leaderElect") is None
-        else read_bool(m["leaderElect"], f"{path}leaderElect"),
-        lease_duration=d.lease_duration
-        if m.get("leaseDuration") is None
-        else _duration(m["leaseDuration"], f"{path}leaseDuration"),
-        renew_deadline=d.renew_deadline
-        if m.get("renewDeadline") is None
-        else _duration(m["renewDeadline"], f"{path}renewDeadline"),
-        retry_period=d.retry_period
-        if m.get("retryPeriod") is None
-        else _duration(m["retryPeriod"], f"{path}retryPeriod"),
+        leader_elect=get_bool(m, "leaderElect", path, d.leader_elect),
+        lease_duration=_duration(m, "leaseDuration", path, d.lease_duration),
+        renew_deadline=_duration(m, "renewDeadline", path, d.renew_deadline),
+        retry_period=_duration(m, "retryPeriod", path, d.retry_period),
         resource_name=d.resource_name
         if m.get("resourceName") is None
-        else read_name(m["resourceName"], f"{path}resourceName"),
+        else get_name(m, "resourceName", path),
         resource_namespace=d.resource_namespace
         if m.get("resourceNamespace") is None
-        else read_name(m["resourceNamespace"], f"{path}resourceNamespace"),
+        else get_name(m, "resourceNamespace", path),
     )
     # As client-go's leaderelection.NewLeaderElector.
     if out.leader_elect and not out.lease_duration > out.renew_deadline:
@@ -291,8 +288,8 @@ def _leader_election(v: object) -> LeaderElection:
     return out
 
 
-def _client_connection(v: object) -> ClientConnection:
-    m = read_object(v, "clientConnection", CLIENT_CONNECTION_FIELDS)
+def _client_connection(doc: Mapping[str, Any]) -> ClientConnection:
+    m = get_map(doc, "clientConnection", "", CLIENT_CONNECTION_FIELDS)
     path = "clientConnection."
     for key in ("contentType", "acceptContentTypes"):
         ct = m.get(key)
@@ -300,31 +297,21 @@ def _client_connection(v: object) -> ClientConnection:
             continue
         types = [t.strip() for t in ct.split(",")] if isinstance(ct, str) else [ct]
         if any(t not in JSON_CONTENT_TYPES for t in types):
-            raise ConfigError(
-                f"{path}{key}", f"Troupe speaks JSON only (application/json), got {show(ct)}"
-            )
-    kubeconfig = m.get("kubeconfig")
-    if kubeconfig is not None and not isinstance(kubeconfig, str):
-        raise ConfigError(f"{path}kubeconfig", f"must be a file path, got {show(kubeconfig)}")
+            raise unsupported(f"{path}{key}", ct, JSON_CONTENT_TYPES)
     qps = m.get("qps")
-    if qps is not None and (
-        isinstance(qps, bool) or not isinstance(qps, int | float) or not finite(qps) or qps <= 0
-    ):
-        raise ConfigError(f"{path}qps", f"must be a positive number, got {show(qps)}")
-    burst = m.get("burst")
+    if qps is not None and number_value(qps, f"{path}qps", "must be a positive number") <= 0:
+        raise invalid(f"{path}qps", qps, "must be a positive number")
     return ClientConnection(
-        kubeconfig=kubeconfig or "",
+        kubeconfig=get_str(m, "kubeconfig", path),
         qps=50.0 if qps is None else float(qps),
-        burst=100 if burst is None else read_int(burst, f"{path}burst", lo=1),
+        burst=_int(m, "burst", path, 100, lo=1),
     )
 
 
 def _check_ignored(m: Mapping[str, Any]) -> None:
-    if m.get("parallelism") is not None:
-        read_int(m["parallelism"], "parallelism", lo=1)
+    get_int(m, "parallelism", "", lo=1, strict=True)
     for key in ("enableProfiling", "enableContentionProfiling", "delayCacheUntilActive"):
-        if m.get(key) is not None:
-            read_bool(m[key], key)
+        get_bool(m, key, "")
     present = [k for k in IGNORED_FIELDS if m.get(k) is not None]
     if present:
         log.warning(
@@ -348,35 +335,41 @@ def parse_config(
     """Default and validate a decoded KubeSchedulerConfiguration (None: empty).
 
     `registry` maps plugin names to plugin classes; `multi_point` is the default
-    multiPoint set (the in-tree DEFAULT_MULTI_POINT when None)."""
-    if obj is None:
-        obj = {}
+    multiPoint set (the in-tree DEFAULT_MULTI_POINT when None). The readers'
+    `ParseError` becomes a `ConfigError` here, at the edge."""
+    try:
+        return _decode({} if obj is None else obj, registry, multi_point)
+    except ParseError as e:
+        raise ConfigError(e.field_path, e.problem) from e
+
+
+def _decode(
+    obj: object, registry: Mapping[str, type], multi_point: Sequence[PluginSpec] | None
+) -> SchedulerConfig:
     if not isinstance(obj, Mapping):
-        raise ConfigError("", f"must be a {KIND} object, got {show(obj)}")
-    m = read_object(obj, "", TOP_LEVEL_FIELDS)
+        raise invalid("", obj, f"must be a {KIND} object")
+    m = as_map(obj, "", TOP_LEVEL_FIELDS)
     if m.get("apiVersion", API_VERSION) != API_VERSION:
-        raise ConfigError("apiVersion", f"expected {API_VERSION}, got {show(m['apiVersion'])}")
+        raise unsupported("apiVersion", m["apiVersion"], (API_VERSION,))
     if m.get("kind", KIND) != KIND:
-        raise ConfigError("kind", f"expected {KIND}, got {show(m['kind'])}")
-    if read_list(m.get("extenders"), "extenders"):
+        raise unsupported("kind", m["kind"], (KIND,))
+    if get_list(m, "extenders", ""):
         raise ConfigError("extenders", "not supported by Troupe")
     _check_ignored(m)
 
-    pct = m.get("percentageOfNodesToScore")
-    percentage = 0 if pct is None else read_int(pct, "percentageOfNodesToScore", 0, 100)
-    init_b = m.get("podInitialBackoffSeconds")
-    initial = 1 if init_b is None else read_int(init_b, "podInitialBackoffSeconds", lo=1)
-    max_b = m.get("podMaxBackoffSeconds")
-    maximum = 10 if max_b is None else read_int(max_b, "podMaxBackoffSeconds", lo=1)
+    percentage = _int(m, "percentageOfNodesToScore", "", 0, 0, 100)
+    initial = _int(m, "podInitialBackoffSeconds", "", 1, lo=1)
+    maximum = _int(m, "podMaxBackoffSeconds", "", 10, lo=1)
     if maximum < initial:
-        raise ConfigError(
+        raise invalid(
             "podMaxBackoffSeconds",
-            f"must be >= podInitialBackoffSeconds ({initial}), got {maximum}",
+            maximum,
+            f"must be greater than or equal to podInitialBackoffSeconds ({initial})",
         )
 
     defaults = _default_multi_point() if multi_point is None else multi_point
-    raw = read_list(m.get("profiles"), "profiles") or [{}]
-    profiles = tuple(profile_config(p, i, len(raw), registry, defaults) for i, p in enumerate(raw))
+    raw = get_objs(m, "profiles", "", PROFILE_FIELDS) or [("profiles[0].", {})]
+    profiles = tuple(profile_config(p, pm, len(raw), registry, defaults) for p, pm in raw)
     isolated = check_profiles(profiles)
     return SchedulerConfig(
         profiles=profiles,
@@ -384,9 +377,9 @@ def parse_config(
         percentage_of_nodes_to_score=percentage,
         pod_initial_backoff_seconds=float(initial),
         pod_max_backoff_seconds=float(maximum),
-        troupe=_troupe(m.get("troupe")),
-        leader_election=_leader_election(m.get("leaderElection")),
-        client_connection=_client_connection(m.get("clientConnection")),
+        troupe=_troupe(m),
+        leader_election=_leader_election(m),
+        client_connection=_client_connection(m),
     )
 
 

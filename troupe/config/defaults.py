@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
+from troupe.api.readers import get_int, get_map, get_name, get_objs, required
 from troupe.config.args import plugin_args, unknown_plugin
-from troupe.config.readers import read_int, read_list, read_name, read_object
 from troupe.config.types import (
     ALL,
     DEFAULT_SCHEDULER_NAME,
@@ -46,30 +46,26 @@ class _PluginSet:
     disabled: frozenset[str]
 
 
-def _plugin_set(obj: object, path: str, registry: Mapping[str, type]) -> _PluginSet:
-    m = read_object(obj, path, ("enabled", "disabled"))
+def _plugin_set(
+    plugins: Mapping[str, Any], point: str, prefix: str, registry: Mapping[str, type]
+) -> _PluginSet:
+    """`plugins.<point>`: its enabled and disabled plugins (`prefix` is plugins')."""
+    m = get_map(plugins, point, prefix, ("enabled", "disabled"))
+    p = f"{prefix}{point}."
     enabled: list[_Entry] = []
-    for i, e in enumerate(read_list(m.get("enabled"), f"{path}.enabled")):
-        p = f"{path}.enabled[{i}]"
-        e = read_object(e, p, ("name", "weight"))
-        name = read_name(e.get("name"), f"{p}.name")
+    for q, e in get_objs(m, "enabled", p, ("name", "weight")):
+        name = get_name(e, "name", q)
         if name not in registry:
-            raise ConfigError(f"{p}.name", unknown_plugin(name, registry))
+            raise ConfigError(f"{q}name", unknown_plugin(name, registry))
         if any(x.name == name for x in enabled):
-            raise ConfigError(f"{p}.name", f'plugin "{name}" is enabled twice')
-        weight = (
-            0
-            if e.get("weight") is None
-            else read_int(e["weight"], f"{p}.weight", lo=0, hi=MAX_PLUGIN_WEIGHT)
-        )
-        enabled.append(_Entry(name, weight, p))
+            raise ConfigError(f"{q}name", f'plugin "{name}" is enabled twice')
+        weight = get_int(e, "weight", q, 0, MAX_PLUGIN_WEIGHT, strict=True) or 0
+        enabled.append(_Entry(name, weight, q[:-1]))
     disabled: set[str] = set()
-    for i, d in enumerate(read_list(m.get("disabled"), f"{path}.disabled")):
-        p = f"{path}.disabled[{i}]"
-        d = read_object(d, p, ("name", "weight"))
-        name = read_name(d.get("name"), f"{p}.name")
+    for q, d in get_objs(m, "disabled", p, ("name", "weight")):
+        name = get_name(d, "name", q)
         if name != ALL and name not in registry and name not in KUBE_SCHEDULER_PLUGINS:
-            raise ConfigError(f"{p}.name", unknown_plugin(name, registry))
+            raise ConfigError(f"{q}name", unknown_plugin(name, registry))
         disabled.add(name)
     return _PluginSet(tuple(enabled), frozenset(disabled))
 
@@ -122,39 +118,38 @@ PROFILE_FIELDS: Final = ("schedulerName", "percentageOfNodesToScore", "plugins",
 
 
 def profile_config(
-    obj: object,
-    i: int,
+    prefix: str,
+    m: Mapping[str, Any],
     count: int,
     registry: Mapping[str, type],
     defaults: Sequence[PluginSpec],
 ) -> ProfileConfig:
-    path = f"profiles[{i}]"
-    m = read_object(obj, path, PROFILE_FIELDS)
+    """One of `count` profiles, `m`, whose path prefix is `prefix` ("profiles[0].")."""
     # As kube-scheduler: only a lone profile gets the default name.
-    raw_name = m.get("schedulerName")
-    if raw_name is None and count > 1:
-        raise ConfigError(f"{path}.schedulerName", "required when there are several profiles")
-    name = read_name(
-        DEFAULT_SCHEDULER_NAME if raw_name is None else raw_name, f"{path}.schedulerName"
+    if m.get("schedulerName") is None and count > 1:
+        raise required(f"{prefix}schedulerName", "a profile must be named when there are several")
+    name = (
+        DEFAULT_SCHEDULER_NAME
+        if m.get("schedulerName") is None
+        else get_name(m, "schedulerName", prefix)
     )
-    pct = m.get("percentageOfNodesToScore")
-    percentage = None if pct is None else read_int(pct, f"{path}.percentageOfNodesToScore", 0, 100)
+    percentage = get_int(m, "percentageOfNodesToScore", prefix, 0, 100, strict=True)
 
-    pp = f"{path}.plugins"
-    plugins = read_object(m.get("plugins"), pp, (MULTI_POINT, *POINTS))
+    plugins = get_map(m, "plugins", prefix, (MULTI_POINT, *POINTS))
+    pp = f"{prefix}plugins"
     multi = _merge_multi_point(
         defaults,
-        _plugin_set(plugins.get(MULTI_POINT), f"{pp}.{MULTI_POINT}", registry),
+        _plugin_set(plugins, MULTI_POINT, f"{pp}.", registry),
         f"{pp}.{MULTI_POINT}",
         registry,
     )
     rows = {
         point: _expand_point(
-            point, _plugin_set(plugins.get(point), f"{pp}.{point}", registry), multi, registry
+            point, _plugin_set(plugins, point, f"{pp}.", registry), multi, registry
         )
         for point in POINTS
     }
-    args = plugin_args(m.get("pluginConfig"), f"{path}.pluginConfig", registry)
+    args = plugin_args(m, prefix, registry)
 
     def spec(e: _Entry, point: str) -> PluginSpec:
         weight = (e.weight or 1) if point == "score" else 1

@@ -68,8 +68,9 @@ QUALIFIED_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 class ConfigError(ValueError):
     """A bad configuration: one message naming the file (when there is one),
-    the field and the problem, e.g. `percentageOfNodesToScore: must be between
-    0 and 100, got 120`."""
+    the field and the problem, e.g. `percentageOfNodesToScore: Invalid value:
+    120: must be between 0 and 100, inclusive` (the typed readers' `ParseError`,
+    in the API server's words, becomes one of these in `parse_config`)."""
 
     def __init__(self, field_path: str, problem: str, file: str = "") -> None:
         super().__init__(": ".join(p for p in (file, field_path, problem) if p))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from troupe.api.readers import duplicate, invalid, show
 from troupe.api.types import (
     ISOLATED_CPU_ANNOTATION,
     ISOLATED_CPU_RESOURCE,
     IsolatedCPU,
 )
-from troupe.config.readers import show
 from troupe.config.types import (
     NATIVE_RESOURCES,
     QUALIFIED_NAME,
@@ -24,16 +24,16 @@ def extended_resource_problem(name: object) -> str | None:
     """Why `name` is not an extended resource name (domain/name, outside
     kubernetes.io, not a native resource such as cpu or hugepages-*), or None."""
     if not isinstance(name, str):
-        return f"must be a string, got {show(name)}"
+        return "must be a string"
     prefix, slash, rest = name.rpartition("/")
     if name in NATIVE_RESOURCES or name.startswith(("hugepages-", "requests.")) or not slash:
-        return f"must be an extended resource name (domain/name), not {show(name)}"
+        return "must be an extended resource name (domain/name)"
     if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
-        return f"must be outside the kubernetes.io domain, got {show(name)}"
+        return "must be outside the kubernetes.io domain"
     if len(prefix) > 253 or not QUALIFIED_PREFIX.fullmatch(prefix):
-        return f"prefix part must be a lowercase RFC 1123 subdomain, got {show(name)}"
+        return "prefix part must be a lowercase RFC 1123 subdomain"
     if len(rest) > 63 or not QUALIFIED_NAME.fullmatch(rest):
-        return f"name part must be a qualified name, got {show(name)}"
+        return "name part must be a qualified name"
     return None
 
 
@@ -53,12 +53,14 @@ def check_isolated(profiles: Sequence[ProfileConfig]) -> IsolatedCPU:
                 resource = spec.args.get("isolatedCPUResource", ISOLATED_CPU_RESOURCE)
                 problem = extended_resource_problem(resource)
                 if problem is not None:
-                    raise ConfigError(path, problem)
+                    raise invalid(path, resource, problem)
                 if seen is None:
                     seen = (resource, path)
                 elif resource != seen[0]:
-                    raise ConfigError(
-                        path, f"must be the same in every profile: {seen[1]} is {show(seen[0])}"
+                    raise invalid(
+                        path,
+                        resource,
+                        f"must be the same in every profile: {seen[1]} is {show(seen[0])}",
                     )
                 if found is None:
                     annotation = spec.args.get("isolatedCPUAnnotation", ISOLATED_CPU_ANNOTATION)
@@ -74,7 +76,7 @@ def check_profiles(profiles: Sequence[ProfileConfig]) -> IsolatedCPU:
     names: set[str] = set()
     for i, p in enumerate(profiles):
         if p.scheduler_name in names:
-            raise ConfigError(f"profiles[{i}].schedulerName", f'duplicate "{p.scheduler_name}"')
+            raise duplicate(f"profiles[{i}].schedulerName", p.scheduler_name)
         names.add(p.scheduler_name)
         sort = p.plugins["queueSort"][0]
         if sort.name != first.name:

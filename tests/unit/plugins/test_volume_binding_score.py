@@ -415,7 +415,7 @@ def test_feature_gate_in_the_configuration() -> None:
     assert parse_config({}, IN_TREE).troupe.features == ON
     with pytest.raises(ConfigError, match=r"troupe\.featureGates\.Nope: unknown field"):
         parse_config({"troupe": {"featureGates": {"Nope": True}}}, IN_TREE)
-    with pytest.raises(ConfigError, match="must be true or false"):
+    with pytest.raises(ConfigError, match="Invalid value: 1: must be a boolean"):
         parse_config({"troupe": {"featureGates": {"StorageCapacityScoring": 1}}}, IN_TREE)
     # With the gate off, the same two nodes tie and the seed decides.
     got = {
