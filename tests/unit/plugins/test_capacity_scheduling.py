@@ -23,8 +23,10 @@ from tests.unit.test_preemption import Harness
 from troupe.api.elasticquota import ElasticQuota, parse_elastic_quota
 from troupe.api.types import InvalidObject, NodeName, Pod, PodKey
 from troupe.config import parse_config
+from troupe.core.cluster import NotLeader
 from troupe.core.scheduler import Scheduler
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.events import EventResource
 from troupe.framework.interface import NodeToStatus
 from troupe.framework.status import Code, Status
 from troupe.plugins.capacity_scheduling import (
@@ -837,3 +839,53 @@ def test_an_invalid_quota_is_reported_and_ignored() -> None:
     h = Cluster(nodes=1, cpu="1")
     h.s.events.on_elastic_quota(obj)
     assert "a" not in plugin(h.s).quotas.infos
+
+
+def test_a_quotas_own_status_coming_back_is_no_event() -> None:
+    """Only a change of min or max wakes the pods the quota refused; the status
+    Troupe writes, coming back through the watch, is kept but is no event."""
+    h = Cluster(nodes=1, cpu="1")
+    seen: list[Any] = []
+    h.s.handle.watch(lambda event, old, new: seen.append(event.resource))
+    key = h.quota("a", {"cpu": 1}, {"cpu": 2})
+    obj = copy.deepcopy(h.cluster.elastic_quotas[key])
+    obj["status"] = {"used": {"cpu": "1"}}
+    h.s.events.on_elastic_quota(obj)
+    assert h.s.handle.elastic_quotas[key].used == {"cpu": 1000}
+    obj = copy.deepcopy(obj)
+    obj["spec"]["max"] = {"cpu": 3}
+    h.s.events.on_elastic_quota(obj)
+    h.s.events.on_elastic_quota(obj, deleted=True)
+    assert [r for r in seen if r is EventResource.ELASTIC_QUOTA] == [
+        EventResource.ELASTIC_QUOTA
+    ] * 3
+    assert "a" not in plugin(h.s).quotas.infos
+
+
+def test_status_used_waits_for_the_lease_and_is_written_once_leading() -> None:
+    """A replica that does not lead writes nothing; it tries again later and
+    writes once it leads."""
+    h = Cluster(nodes=1, cpu="4")
+    leading = False
+    real = h.cluster.patch_elastic_quota_status
+
+    async def fenced(key: str, status: Any) -> None:
+        if not leading:
+            raise NotLeader()
+        await real(key, status)
+
+    h.cluster.patch_elastic_quota_status = fenced  # type: ignore[method-assign]
+
+    async def go() -> None:
+        nonlocal leading
+        q = h.quota("a", {"cpu": 4}, {"cpu": 4})
+        h.app("a", "p", "1")
+        await h.drain()
+        h.running_all()
+        await h.advance(5)
+        assert h.used(q) == {}
+        leading = True
+        await h.advance(60)
+        assert h.used(q) == {"cpu": "1"}
+
+    asyncio.run(go())
