@@ -197,9 +197,12 @@ def _candidates(
             f"claim {claim.key}, request {req.name}: could not retrieve device class "
             f'{req.device_class}: deviceclass.resource.k8s.io "{req.device_class}" not found'
         )
-    where = f"claim {claim.key}"
-
     every = req.mode == ALL
+    key = (cls.name, cls.resource_version, req.selectors, ALL if every else req.tolerations)
+    got = store.node_matches(node, key)
+    if got is not None:
+        return got  # Filter's common case, once per node and pod: nothing more to build
+    where = f"claim {claim.key}"
 
     def admits(p: Published) -> bool:
         if not _selected(store, cls.selectors, p, f"class {cls.name}"):
@@ -208,10 +211,6 @@ def _candidates(
             return False
         return every or not _untolerated(store, p, req)
 
-    key = (cls.name, cls.resource_version, req.selectors, ALL if every else req.tolerations)
-    got = store.node_matches(node, key)
-    if got is not None:
-        return got
     out: list[Published] = []
     for s in slices:
         found = store.matching(s, key, admits)

@@ -395,22 +395,27 @@ class DynamicResources(
         lister = self.handle.lister
         gone: dict[str, bool] = {}
         users = self.store.users
+        claim = self.store.claim
         for p in self.store.devices_for(name, labels):
             for key in users(p.id):
-                if key not in gone:
-                    c = self.store.claim(key)
-                    gone[key] = (
-                        c is not None
-                        and bool(c.reserved_for)
-                        and all(
-                            x.resource == "pods"
-                            and (q := lister.pod(PodKey(f"{c.namespace}/{x.name}"))) is not None
-                            and q.uid == x.uid
-                            and q.node_name == name
-                            and q.key not in on_node
-                            for x in c.reserved_for
-                        )
-                    )
+                if key in gone:
+                    continue
+                c = claim(key)
+                if c is None:
+                    gone[key] = False
+                    continue
+                g = bool(c.reserved_for)
+                for x in c.reserved_for:
+                    # A consumer the snapshot still has on the node (every one,
+                    # outside a dry run) needs no look in the cache.
+                    if x.resource != "pods" or (k := PodKey(f"{c.namespace}/{x.name}")) in on_node:
+                        g = False
+                        break
+                    q = lister.pod(k)
+                    if q is None or q.uid != x.uid or q.node_name != name or q.key in on_node:
+                        g = False
+                        break
+                gone[key] = g
         return {key for key, g in gone.items() if g}
 
     # ---- PostFilter ------------------------------------------------------------------
@@ -702,7 +707,7 @@ class DynamicResources(
         await client.set_extended_resource_claim_status(pod.key, status_body(name, s.extended_used))
         # The claim now holds the devices under its own name, as the API
         # answered (older watch events of it change nothing).
-        claim = _read_claim(got)
+        claim = self._answer(got)
         self.store.written(claim)
         placeholder = placeholder_key(pod)
         self.store.restore(placeholder)
@@ -803,7 +808,18 @@ class DynamicResources(
         got = await client.patch_resource_claim(
             base.key, {"metadata": {"resourceVersion": rv}, "status": status}, status=True
         )
-        return _read_claim(got)
+        return self._answer(got)
+
+    def _answer(self, obj: Mapping[str, Any]) -> ResourceClaim:
+        """The claim the API answered a write with. When the watch brought that
+        very version first (same uid and resourceVersion: one resourceVersion
+        is one content), it is the claim the store holds, not read again."""
+        md = obj.get("metadata") or {}
+        rv = md.get("resourceVersion")
+        held = self.store.api_claim(f"{md.get('namespace')}/{md.get('name')}")
+        if held is not None and rv and held.resource_version == rv and held.uid == md.get("uid"):
+            return held
+        return _read_claim(obj)
 
     async def _undo(self, pod: Pod, written: Mapping[str, tuple[bool, Consumer]]) -> None:
         """What PreBind wrote for a pod that did not bind: the pod out of
