@@ -657,6 +657,14 @@ class Cluster(Harness):
         return self.cluster.conditions.get(key, {}).get("message", "")
 
 
+def kept_totals_agree(cs: CapacityScheduling) -> None:
+    """The sums kept as quotas and pods change are the quotas' own sums."""
+    kept = cs.quotas.totals()
+    summed = cs.quotas.infos.totals()
+    for got, want in zip(kept, summed, strict=True):
+        assert {r: q for r, q in got.items() if q} == {r: q for r, q in want.items() if q}
+
+
 def test_the_readme_demo_borrowing_then_reclaiming_min() -> None:
     """scheduler-plugins' README: quota1 and quota2 (min 4, max 6 cpu), 8 cpus.
     quota1's app of 4 pods of 2 cpus gets 3 (its max); quota2's first pod takes
@@ -693,6 +701,7 @@ def test_the_readme_demo_borrowing_then_reclaiming_min() -> None:
         await h.advance(1)
         assert h.used(q1) == {"cpu": "4"}
         assert h.used("quota2/quota2") == {"cpu": "4"}
+        kept_totals_agree(plugin(h.s))
 
     asyncio.run(go())
 
@@ -721,6 +730,7 @@ def test_a_pod_over_its_min_preempts_only_lower_priority_pods_of_its_quota() -> 
         await h.advance(2)
         assert h.node_of(a3) == "n0"
         assert h.node_of(low_b) == "n0"
+        kept_totals_agree(plugin(h.s))
 
     asyncio.run(go())
 

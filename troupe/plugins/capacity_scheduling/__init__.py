@@ -155,6 +155,13 @@ class ElasticQuotaSnapshotState:
     """The quotas as the cycle saw them at PreFilter."""
 
     elastic_quota_infos: ElasticQuotaInfos
+    _totals: tuple[dict[str, int], dict[str, int]] | None = None
+
+    def totals(self) -> tuple[dict[str, int], dict[str, int]]:
+        """The sums of every quota's used and min, once per cycle (read only)."""
+        if self._totals is None:
+            self._totals = self.elastic_quota_infos.totals()
+        return self._totals
 
     def remove_pods(
         self, namespace: str, pods: Sequence[Pod], total_used: Mapping[str, int]
@@ -303,7 +310,7 @@ class Preemptor(Interface):
         pfs = pre_filter_state(state)
         in_eq = pfs.nominated_pods_req_in_eq_with_pod_req
         with_all = pfs.nominated_pods_req_with_pod_req
-        total_used, total_min = snapshot.elastic_quota_infos.totals()
+        total_used, total_min = snapshot.totals()
         ns = pod.namespace
         own_max = own.max
 
@@ -360,7 +367,8 @@ class CapacityScheduling(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
         infos = self.quotas.snapshot()
-        state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, ElasticQuotaSnapshotState(infos))
+        snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals())
+        state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, snapshot)
         pod_req = pod.requests
         own = infos.get(pod.namespace)
         if own is None:
@@ -388,7 +396,7 @@ class CapacityScheduling(
             return None, SKIP
         if own.used_over_max_with(in_eq):
             return None, Status(Code.UNSCHEDULABLE, (over_max_message(pod, own, in_eq),), NAME)
-        if infos.aggregated_used_over_min_with(with_all):
+        if infos.aggregated_used_over_min_with(with_all, snapshot.totals()):
             return None, Status(Code.UNSCHEDULABLE, (over_min_message(pod),), NAME)
         return None, SKIP  # nothing for Filter to do
 

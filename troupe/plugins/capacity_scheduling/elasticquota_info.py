@@ -120,6 +120,15 @@ class ElasticQuotaInfo:
             return []
         return [r for r in resources if r in BOUNDED and r not in self.explicit_max]
 
+    def snapshot(self) -> ElasticQuotaInfo:
+        """A copy for one cycle: its own used; min, max and the pod set shared
+        (min and max are replaced, never changed in place, and a cycle only
+        reads the pod set)."""
+        c = ElasticQuotaInfo.__new__(ElasticQuotaInfo)
+        c.namespace, c.min, c.max = self.namespace, self.min, self.max
+        c.used, c.pods, c.explicit_max = dict(self.used), self.pods, self.explicit_max
+        return c
+
     def clone(self) -> ElasticQuotaInfo:
         return ElasticQuotaInfo(
             self.namespace, self.min, self.max, self.used, self.pods, self.explicit_max
@@ -173,9 +182,15 @@ class ElasticQuotaInfos(dict[str, ElasticQuotaInfo]):
             add_into(lo, info.min)
         return used, lo
 
-    def aggregated_used_over_min_with(self, request: Resources) -> bool:
+    def aggregated_used_over_min_with(
+        self,
+        request: Resources,
+        totals: tuple[Resources, Resources] | None = None,
+    ) -> bool:
         """Whether the total used of all quotas, with `request`, exceeds the sum of
-        their mins (upstream's aggregatedUsedOverMinWith)."""
-        used, lo = self.totals()
+        their mins (upstream's aggregatedUsedOverMinWith). `totals`: `totals()`,
+        if known already."""
+        total_used, lo = self.totals() if totals is None else totals
+        used = dict(total_used)
         add_into(used, request)
         return over(used, {}, lo, LOWER_BOUND_OF_MIN)

@@ -26,18 +26,33 @@ from troupe.api.types import Pod, PodKey
 from troupe.plugins.capacity_scheduling.elasticquota_info import (
     ElasticQuotaInfo,
     ElasticQuotaInfos,
+    add_into,
     new_elastic_quota_info,
 )
 
 
 class QuotaManager:
     def __init__(self) -> None:
-        self.infos = ElasticQuotaInfos()
+        self._infos = ElasticQuotaInfos()
+        # The sums of every quota's used and min, kept as they change (PreFilter
+        # compares with them on every cycle).
+        self.total_used: dict[str, int] = {}
+        self.total_min: dict[str, int] = {}
         # The ElasticQuota each namespace's info comes from, and the others seen.
         self.quotas: dict[str, ElasticQuota] = {}
         self._shadowed: dict[str, dict[str, ElasticQuota]] = {}
         # Non-terminal pods assigned or reserved, by namespace.
         self._pods: dict[str, dict[PodKey, Pod]] = {}
+
+    @property
+    def infos(self) -> ElasticQuotaInfos:
+        return self._infos
+
+    @infos.setter
+    def infos(self, infos: ElasticQuotaInfos) -> None:
+        """Replace every quota's state (tests start from upstream's)."""
+        self._infos = infos
+        self.total_used, self.total_min = infos.totals()
 
     # ---- snapshots ------------------------------------------------------------------
 
@@ -45,12 +60,27 @@ class QuotaManager:
         """A copy of every quota's min, max and used for one cycle (upstream's
         snapshotElasticQuota). The pod sets are shared, not copied: a cycle only
         reads them, and nothing changes them while it runs."""
-        out = ElasticQuotaInfos()
-        for ns, info in self.infos.items():
-            c = ElasticQuotaInfo(ns, info.min, info.max, info.used, (), info.explicit_max)
-            c.pods = info.pods
-            out[ns] = c
-        return out
+        return ElasticQuotaInfos({ns: info.snapshot() for ns, info in self._infos.items()})
+
+    def totals(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Copies of the sums of every quota's used and min."""
+        return dict(self.total_used), dict(self.total_min)
+
+    def _count(self, info: ElasticQuotaInfo, sign: int) -> None:
+        add_into(self.total_used, info.used, sign)
+        add_into(self.total_min, info.min, sign)
+
+    def _add(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
+        if not info.add_pod_if_not_present(pod):
+            return False
+        add_into(self.total_used, pod.requests)
+        return True
+
+    def _delete(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
+        if not info.delete_pod_if_present(pod):
+            return False
+        add_into(self.total_used, pod.requests, -1)
+        return True
 
     def pods_of(self, namespace: str) -> Iterator[Pod]:
         return iter(self._pods.get(namespace, {}).values())
@@ -89,7 +119,9 @@ class QuotaManager:
                 self._shadowed.pop(ns, None)
             return
         del self.quotas[ns]
-        self.infos.pop(ns, None)
+        gone = self._infos.pop(ns, None)
+        if gone is not None:
+            self._count(gone, -1)
         if shadowed:
             name = min(shadowed)
             nxt = shadowed.pop(name)
@@ -107,8 +139,12 @@ class QuotaManager:
         else:
             for p in self.pods_of(ns):
                 info.add_pod_if_not_present(p)
+        old = self._infos.get(ns)
+        if old is not None:
+            self._count(old, -1)
         self.quotas[ns] = eq
-        self.infos[ns] = info
+        self._infos[ns] = info
+        self._count(info, +1)
 
     # ---- pods ---------------------------------------------------------------------------
 
@@ -120,14 +156,14 @@ class QuotaManager:
         by_key = self._pods.setdefault(pod.namespace, {})
         known = by_key.get(pod.key)
         by_key[pod.key] = pod
-        info = self.infos.get(pod.namespace)
+        info = self._infos.get(pod.namespace)
         if known is not None and info is not None and pod.requests != known.requests:
-            if info.delete_pod_if_present(known):
-                info.add_pod_if_not_present(pod)
+            if self._delete(info, known):
+                self._add(info, pod)
             return True
         if info is None:
             return known is None
-        return info.add_pod_if_not_present(pod)
+        return self._add(info, pod)
 
     def update_pod(self, old: Pod | None, new: Pod) -> bool:
         """A counted pod's new version: terminal, it stops counting; resized, it
@@ -144,10 +180,10 @@ class QuotaManager:
         known = by_key.pop(pod.key, None) if by_key is not None else None
         if by_key is not None and not by_key:
             del self._pods[pod.namespace]
-        info = self.infos.get(pod.namespace)
+        info = self._infos.get(pod.namespace)
         if info is None:
             return known is not None
-        return info.delete_pod_if_present(known if known is not None else pod)
+        return self._delete(info, known if known is not None else pod)
 
     def counted(self) -> Mapping[str, Mapping[PodKey, Pod]]:
         return self._pods
