@@ -233,7 +233,10 @@ class Lane:
         body. With a `fence`, the request is not sent (NotLeader) unless
         `fence()` holds at the moment it would leave. Errors are typed about
         `key` (see `Http.request`)."""
-        data = jsonio.dumps(body) if body is not None else None
+        # A Mapping that is not a dict is copied: the encoder takes dicts only.
+        data = (
+            None if body is None else jsonio.dumps(body if isinstance(body, dict) else dict(body))
+        )
         http, timeout = self.http, self.timeout
 
         async def attempt() -> bytes:
