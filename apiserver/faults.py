@@ -70,6 +70,10 @@ class Faults:
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+        # Binds draw from their own stream: which binds are answered 409 then
+        # depends on the seed and the bind's rank only, not on how the other
+        # requests interleaved with them in real time.
+        self._bind_rng = random.Random(f"bind-conflicts-{self.seed}")
 
     def _draw(self, lat: Latency | None) -> float:
         if lat is None:
@@ -137,7 +141,7 @@ class Faults:
                 and resp.status < 300
                 and self.bind_conflict_rate > 0
                 and self._conflicts(plural)
-                and self._rng.random() < self.bind_conflict_rate
+                and self._bind_rng.random() < self.bind_conflict_rate
             ):
                 self.injected["bind-conflict"] += 1
                 name = _name_of(request.path, sub)
