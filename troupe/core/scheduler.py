@@ -169,6 +169,7 @@ class Scheduler:
             handle=handle,
             profiles=profiles,
             queue=queue,
+            priority_classes=handle.priority_classes,
         )
         # troupe.explain: the last decision of each pod (/debug/explain), and
         # the explanations written on the pods that ask.

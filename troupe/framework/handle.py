@@ -23,6 +23,7 @@ from troupe.api.types import (
     PodDisruptionBudget,
     PodGroup,
     PodKey,
+    PriorityClass,
 )
 from troupe.core.clock import Clock
 from troupe.core.cluster import ClusterClient
@@ -94,6 +95,9 @@ class Handle:
     nominator: Nominator = field(default_factory=Nominator)
     # PodDisruptionBudgets by ns/name (policy/v1, kept by the event handlers).
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    # PriorityClasses by name (the scheduler context's table, shared): what a
+    # victim PodGroup's priorityClassName resolves to in preemption.
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     # ElasticQuotas by ns/name (scheduling.x-k8s.io, kept by the event handlers;
     # CapacityScheduling reads them).
     elastic_quotas: dict[str, ElasticQuota] = field(default_factory=dict)
