@@ -87,7 +87,7 @@ from troupe.dra.controller import (
     record_claim,
     release_pod,
 )
-from troupe.plugins.coscheduling.status import native_phase
+from troupe.plugins.registry import IN_TREE
 from troupe.tools.volume_sim import VolumeControllers
 
 POD_GROUP_API_GROUPS = (
@@ -418,7 +418,9 @@ class Simulation:
         self.explanations: dict[str, Explanation] = {}
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
-        self.scheduler = Scheduler(config, self.cluster, self.clock, metrics=metrics)
+        self.scheduler = Scheduler(
+            config, self.cluster, self.clock, metrics=metrics, registry=IN_TREE
+        )
         self.cluster.on_pod_bound = self._bound
         if self.explain:
             self.scheduler.ctx.observe = self._observe
@@ -806,7 +808,7 @@ class Simulation:
             assert isinstance(st, dict)
             native = k.startswith(f"{NATIVE_POD_GROUP_API}/")
             groups[k] = {
-                "phase": native_phase(st) if native else st.get("phase", "Pending"),
+                "phase": s.group_phase(str(o.get("apiVersion") or ""), st),
                 # placed members (bound or assumed): PodGroup status has no such count
                 "scheduled": sum(
                     1 for p in s.cache.pods_in_group(GroupKey(k)) if s.cache.pod(p.key) is not None
