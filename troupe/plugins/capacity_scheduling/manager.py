@@ -19,7 +19,9 @@ deletion drop the first's state).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from troupe.api.elasticquota import ElasticQuota
 from troupe.api.types import Pod, PodKey
@@ -29,6 +31,27 @@ from troupe.plugins.capacity_scheduling.elasticquota_info import (
     add_into,
     new_elastic_quota_info,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFigures:
+    """One quota as `QuotaManager.statistics()` saw it: `min` and `max` as its
+    spec writes them (empty when absent), `used` as counted, and how many pods
+    preemptors of other namespaces took from it (`reclaim_victims`)."""
+
+    namespace: str
+    name: str
+    min: Mapping[str, int]
+    max: Mapping[str, int]
+    used: Mapping[str, int]
+    reclaim_victims: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatistics:
+    """Every quota at one moment, by namespace (what metrics read at scrape time)."""
+
+    quotas: Sequence[QuotaFigures]
 
 
 class QuotaManager:
@@ -43,6 +66,8 @@ class QuotaManager:
         self._shadowed: dict[str, dict[str, ElasticQuota]] = {}
         # Non-terminal pods assigned or reserved, by namespace.
         self._pods: dict[str, dict[PodKey, Pod]] = {}
+        # Pods taken from each namespace's quota by preemptors of other namespaces.
+        self._reclaimed: dict[str, int] = {}
 
     @property
     def infos(self) -> ElasticQuotaInfos:
@@ -53,6 +78,31 @@ class QuotaManager:
         """Replace every quota's state (tests start from upstream's)."""
         self._infos = infos
         self.total_used, self.total_min = infos.totals()
+
+    def statistics(self) -> QuotaStatistics:
+        """A frozen copy of every quota's figures, by namespace."""
+        out = []
+        for ns in sorted(self.quotas):
+            eq, info = self.quotas[ns], self._infos.get(ns)
+            used = {r: q for r, q in info.used.items() if q} if info is not None else {}
+            out.append(
+                QuotaFigures(
+                    ns,
+                    eq.name,
+                    MappingProxyType(dict(eq.min or {})),
+                    MappingProxyType(dict(eq.max or {})),
+                    MappingProxyType(used),
+                    self._reclaimed.get(ns, 0),
+                )
+            )
+        return QuotaStatistics(tuple(out))
+
+    def count_victims(self, preemptor: Pod, victims: Sequence[Pod]) -> None:
+        """A preemption chose `victims` for `preemptor`: those of other namespaces
+        with a quota are reclaimed from it."""
+        for v in victims:
+            if v.namespace != preemptor.namespace and v.namespace in self.quotas:
+                self._reclaimed[v.namespace] = self._reclaimed.get(v.namespace, 0) + 1
 
     # ---- snapshots ------------------------------------------------------------------
 
