@@ -158,6 +158,25 @@ def test_update_in_active_queue_resorts_but_keeps_arrival() -> None:
     assert pop_names(q) == ["b", "a", "c"]
 
 
+def test_resort_reads_the_key_again_for_active_pods_only() -> None:
+    """A sort key that reads changing state (CapacityFairSort's quota shares) is
+    computed again on `resort`; pods elsewhere get theirs when they enter."""
+    rank = {"a": 0, "b": 1, "c": 2}
+    q = SchedulingQueue(
+        clock=VirtualClock(),
+        sort_key=lambda qpi: rank[qpi.pod.name],
+        pre_enqueue=gate,
+        hints={},
+        fifo=NO_FIFO,
+    )
+    for name in ("a", "b", "c"):
+        q.add(make_pod(name).build())
+    q.add(make_pod("g").gate("example.com/wait").build())
+    rank.update(a=5, g=-1)
+    assert q.resort(["default/a", "default/g", "default/missing"]) == 1
+    assert pop_names(q) == ["b", "c", "a"]
+
+
 # ---- backoff -------------------------------------------------------------------------
 
 

@@ -416,10 +416,7 @@ class SchedulingQueue:
         now = self.clock.now()
         if where == ACTIVE:
             qpi.pod = new
-            self._active.remove(self._active_entry[key])
-            entry = (self.sort_key(qpi), qpi.seq, key)
-            self._active.add(entry)
-            self._active_entry[key] = entry
+            self.resort((key,))
         elif where == BACKOFF:
             qpi.pod = new
         elif where == GATED:
@@ -431,6 +428,24 @@ class SchedulingQueue:
             if changed:
                 to = self._requeue(qpi, _Strategy.AFTER_BACKOFF, now)
                 log.debug("pod %s updated: from %s to %s", key, UNSCHEDULABLE, to)
+
+    def resort(self, keys: Iterable[str]) -> int:
+        """Compute the sort key again for the named pods waiting in the activeQ (a
+        QueueSort plugin whose key reads state that changed, as CapacityFairSort's
+        quota shares); pods elsewhere get theirs when they enter it. Returns how
+        many were re-sorted."""
+        n = 0
+        for key in keys:
+            k = PodKey(key)
+            if self._where.get(k) != ACTIVE:
+                continue
+            qpi = self._info[k]
+            self._active.remove(self._active_entry[k])
+            entry = (self.sort_key(qpi), qpi.seq, k)
+            self._active.add(entry)
+            self._active_entry[k] = entry
+            n += 1
+        return n
 
     def delete(self, key: str) -> None:
         k = PodKey(key)

@@ -117,6 +117,7 @@ class Scheduler:
             volumes=cache.volumes,
             devices=cache.devices,
             activate=lambda keys: self.ctx.activate(keys),
+            resort=lambda keys: self.ctx.queue.resort(keys),
             spawn=lambda coro: self.ctx.spawn(coro),
             failure=lambda key: self.ctx.records.failure(key),
             features=t.features,

@@ -89,6 +89,9 @@ class Handle:
     devices: DeviceStore = field(default_factory=DeviceStore)
     # Move pods back to the active queue (e.g. a gang's members after a change).
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
+    # Compute the queue sort key again for these pods if they wait in the activeQ
+    # (a QueueSort plugin whose key reads state that changed).
+    resort: Callable[[Iterable[PodKey]], None] = lambda keys: None
     # Plugins append watchers in `new()`; see EventWatcher.
     watchers: list[EventWatcher] = field(default_factory=list)
     # Nominated pods (preemptors waiting for the room they freed).
