@@ -12,9 +12,11 @@ implements its Interface, kube-scheduler's policy:
 2. How many candidates: `max(minCandidateNodesAbsolute,
    minCandidateNodesPercentage % of the potential nodes)`, searched from a
    random offset.
-3. Victims on a node: every strictly lower-priority pod (within the gang
-   rules every preemption keeps), then as many reprieved as still let the pod
-   fit (the Evaluator's dry runs).
+3. Victims on a node: every pod of strictly lower priority as a victim (its
+   PodGroup's priority when the group sets one), within the gang rules every
+   preemption keeps (a PodGroup whose disruptionMode is All goes whole, its
+   members on other nodes too), then as many units reprieved as still let the
+   pod fit (the Evaluator's dry runs).
 4. Ranking: kube-scheduler's pickOneNodeForPreemption (no score functions of
    its own).
 
@@ -158,8 +160,9 @@ class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):
         if row is None:
             return True, ""
         victims_of = self.evaluator.victims_of
+        units = self.evaluator.units()
         for p in snap.pods[row].values():
-            if p.priority < pod.priority and (
+            if units.priority(p) < pod.priority and (
                 terminating_by_preemption(p) or victims_of.get(p.key) == pod.key
             ):
                 return False, NOT_ELIGIBLE_TERMINATING
@@ -168,11 +171,14 @@ class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, snap: NodeTable, rows: IntpArray, dry: DryRun
     ) -> list[Candidate]:
-        """kube-scheduler's SelectVictimsOnNode for each of `rows`: every strictly
-        lower-priority pod may go; a node without one makes no candidate."""
+        """kube-scheduler's SelectVictimsOnNode for each of `rows`: every pod of
+        strictly lower priority as a victim (`Units.priority`) may go; a node
+        without one makes no candidate."""
         prio = pod.priority
+        victim_priority = dry.units.priority
         for row in rows.tolist():
-            if not dry.add(row, [p for p in snap.pods[row].values() if p.priority < prio]):
+            lower = [p for p in snap.pods[row].values() if victim_priority(p) < prio]
+            if not dry.add(row, lower):
                 dry.reject(row, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,), NAME))
         return dry.run()
 

@@ -10,7 +10,9 @@ CapacityScheduling the same way, for pods and for gangs).
 - dry_run.py: the columnar dry runs a plugin's victim selection runs (with
   the plugin's own check, `VictimsCheck`, if it has one);
 - disruption_budgets.py: the PodDisruptionBudget split;
-- gangs.py: the rules every preemption keeps for gangs.
+- gangs.py: the rules every preemption keeps for gangs;
+- units.py: preemption units (a PodGroup taken whole), victim priorities and
+  the order of importance among victims.
 """
 
 from troupe.framework.preemption.candidates import (
@@ -30,6 +32,7 @@ from troupe.framework.preemption.evaluator import (
     Interface,
     nominated_node,
 )
+from troupe.framework.preemption.units import Units
 
 __all__ = [
     "DISRUPTION_TARGET",
@@ -39,6 +42,7 @@ __all__ = [
     "Evaluator",
     "Interface",
     "ScoreFunc",
+    "Units",
     "Victims",
     "VictimsCheck",
     "importance",

@@ -5,8 +5,14 @@ the NodeInfo; facts carried over, code not).
 
 On each node: uncharge every potential victim, check that the pod then passes
 the Filter plugins (nominated pods of equal or higher priority charged, as the
-scheduling cycle does), then reprieve as many as possible, most important first
-(`importance`), those whose PodDisruptionBudget would be violated first.
+scheduling cycle does), then reprieve as many as possible, most important unit
+first (`units.Units.importance`), the units whose PodDisruptionBudget would be
+violated first. A unit (a PodGroup whose disruptionMode is All) is reprieved
+whole or not at all: its members on the node are put back together (one after
+the other, adjacent in the order; when one does not fit, those put back before
+it go out again), and when it goes, its members on other nodes go with it (as
+upstream, they do not count for the node's fit: kube-scheduler changes only
+the main node's NodeInfo). Its PDB violations count every member's.
 Everything is charged back (NodeTable.charge is exact both ways), so the
 snapshot is left as found.
 
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from troupe.api.types import IsolatedCPU, NodeName, Pod, PodDisruptionBudget, PodKey
+from troupe.api.types import GroupKey, IsolatedCPU, NodeName, Pod, PodDisruptionBudget, PodKey
 from troupe.core.snapshot import Charge, Int64Array, NodeTable, pod_charge
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.filtering import FilterRunner
@@ -39,6 +45,7 @@ from troupe.framework.interface import IntpArray
 from troupe.framework.preemption.candidates import Candidate, importance
 from troupe.framework.preemption.disruption_budgets import split_by_pdb_violation
 from troupe.framework.preemption.gangs import gang_safe_victims
+from troupe.framework.preemption.units import Units
 from troupe.framework.status import Code, Status
 
 # A preemption plugin's check of one node's dry run beyond Filter: given the pods
@@ -86,11 +93,14 @@ class _NodeRun:
     """One node's dry run: the victims still out and those reprieved so far."""
 
     row: int
-    out: list[Pod]  # most important first, PDB-violating ones first
+    out: list[Pod]  # most important unit first, PDB-violating units first
     vectors: list[_Vector]  # theirs, in that order
-    violating: set[PodKey]
+    units: list[GroupKey | None]  # each one's whole group (disruptionMode All), or None
+    violating: set[PodKey]  # the PDB-violating pods of these units (on any node)
     victims: list[Pod] = field(default_factory=list)
-    n_violating: int = 0
+    # Whole groups that go, and positions of members of others put back so far.
+    lost: set[GroupKey] = field(default_factory=set)
+    held: dict[GroupKey, list[tuple[int, Pod]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -113,6 +123,8 @@ class DryRun:
     victims_of: Mapping[PodKey, PodKey]
     vectors: VictimVectors
     isolated: IsolatedCPU
+    # The attempt's preemption units (victim priorities, whole groups, order).
+    units: Units
     # The plugin's check beyond Filter (a quota), None for none.
     check: VictimsCheck | None = None
     statuses: dict[str, Status] = field(default_factory=dict)
@@ -121,22 +133,40 @@ class DryRun:
     def add(self, row: int, pods: Sequence[Pod]) -> bool:
         """`pods` (on `row`) may go for the preemptor, as far as the gang rules
         let them; False (nothing added) when none may."""
-        lower = gang_safe_victims(self.pod, pods, self.lister, self.victims_of, self.whole_gangs)
+        units = self.units
+        lower = gang_safe_victims(
+            self.pod, pods, self.lister, self.victims_of, units, self.whole_gangs
+        )
         if not lower:
             return False
         snap, isolated, vectors = self.snap, self.isolated, self.vectors
         got = [vectors.get(p, snap, isolated) for p in lower]
-        got.sort(key=lambda v: v[4])
+        got.sort(key=lambda v: units.importance(v[0]))
         victims = [v[0] for v in got]
+        whole = [units.whole_group(p) for p in victims]
+        violating: set[PodKey] = set()
         if self.pdbs:
-            bad, fine = split_by_pdb_violation(victims, self.pdbs)
+            # The budgets are spent in the units' order, a whole group's members
+            # on every node with it; a unit with one violating pod is violating.
+            spent: list[Pod] = []
+            seen: set[GroupKey] = set()
+            for p, u in zip(victims, whole, strict=True):
+                if u is None:
+                    spent.append(p)
+                elif u not in seen:
+                    seen.add(u)
+                    spent += units.members(u) or (p,)
+            bad, _ = split_by_pdb_violation(spent, self.pdbs)
             if bad:
-                by_key = {v[0].key: v for v in got}
-                victims = bad + fine
-                got = [by_key[p.key] for p in victims]
-            self._runs.append(_NodeRun(row, victims, got, {p.key for p in bad}))
-        else:
-            self._runs.append(_NodeRun(row, victims, got, set()))
+                violating = {p.key for p in bad}
+                bad_units: set[str] = {u or p.key for p in bad for u in (units.whole_group(p),)}
+                is_bad = [(u or p.key) in bad_units for p, u in zip(victims, whole, strict=True)]
+                order = [i for i, b in enumerate(is_bad) if b]
+                order += [i for i, b in enumerate(is_bad) if not b]
+                victims = [victims[i] for i in order]
+                got = [got[i] for i in order]
+                whole = [whole[i] for i in order]
+        self._runs.append(_NodeRun(row, victims, got, whole, violating))
         return True
 
     def reject(self, row: int, status: Status) -> None:
@@ -195,25 +225,41 @@ class DryRun:
                 fits = self._fits(trying, None, rerun_pre_filter)
                 failed = []
                 for r, ok, i in zip(trying, fits, at.tolist(), strict=True):
+                    u = r.units[k]
+                    if u is not None and u in r.lost:
+                        ok = False  # its group goes: it goes too, untried
                     if ok and check is not None:
                         ok = check(r.victims + r.out[k + 1 :]) is None
-                    if not ok:
-                        p = r.out[k]
-                        failed.append(i)
-                        r.victims.append(p)
-                        if p.key in r.violating:
-                            r.n_violating += 1
+                    p = r.out[k]
+                    if ok:
+                        if u is not None:
+                            r.held.setdefault(u, []).append((i, p))
+                        continue
+                    failed.append(i)
+                    r.victims.append(p)
+                    if u is not None and u not in r.lost:
+                        # The whole group goes: its members put back go out again.
+                        r.lost.add(u)
+                        for j, q in r.held.pop(u, []):
+                            failed.append(j)
+                            r.victims.append(q)
                 if failed:
                     f = np.array(failed, dtype=np.intp)
                     move(f, -1)
                     back[f] = False
                 k += 1
             out = []
+            units = self.units
             for r in live:
                 victims = r.victims
-                if r.violating and len(r.violating) < len(r.out):
-                    victims = sorted(victims, key=importance)
-                out.append(Candidate(NodeName(snap.names[r.row]), victims, r.n_violating))
+                if r.lost:
+                    # A whole group's members on other nodes go with it.
+                    here = {p.key for p in victims}
+                    for u in sorted(r.lost):
+                        victims += [q for q in units.members(u) if q.key not in here]
+                victims.sort(key=units.importance)
+                n_violating = sum(1 for p in victims if p.key in r.violating)
+                out.append(Candidate(NodeName(snap.names[r.row]), victims, n_violating))
             return out
         finally:
             # Put back everything that is out: what the reprieve did not restore.

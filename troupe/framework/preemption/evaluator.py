@@ -23,6 +23,13 @@ victim selection and uses the same evaluator, for pods and for gangs.
    event; pods of lower priority nominated to the chosen node lose their
    nomination. The scheduling cycle then records the preemptor's nomination.
 
+Preemption units (`units.Units`, kube-scheduler 1.37's workload-aware
+preemption): a PodGroup whose disruptionMode is All is taken whole, its
+members on every node, for a lone pod as for a gang; a victim's priority is its
+PodGroup's when the group sets one; victims are ordered by their unit's
+importance. A candidate is still named by one node (the preemptor's), its
+victims may run on others.
+
 Gangs: the group cycle asks member by member (`member_candidate`), with the
 gang's priority, for candidates whose victims' gangs can go whole
 (`gangs.expand_gangs`), and has them evicted only once minMember fit
@@ -52,6 +59,7 @@ from troupe.framework.nominator import nominated_rows
 from troupe.framework.preemption.candidates import Candidate, ScoreFunc, Victims, pick_one
 from troupe.framework.preemption.dry_run import DryRun, VictimsCheck, VictimVectors
 from troupe.framework.preemption.gangs import expand_gangs
+from troupe.framework.preemption.units import Units
 from troupe.framework.status import Code, Status
 
 log = logging.getLogger(__name__)
@@ -221,6 +229,7 @@ class Evaluator:
             victims_of=self.victims_of,
             vectors=self._vectors,
             isolated=h.isolated,
+            units=self.units(),
             check=self.interface.victims_check(state, pod),
         )
         good: list[Candidate] = []
@@ -238,6 +247,11 @@ class Evaluator:
                 if good and len(good) + len(violating) >= want:
                     return good + violating, dry.statuses
         return good + violating, dry.statuses
+
+    def units(self) -> Units:
+        """The preemption units of an attempt that starts now (`units.Units`)."""
+        h = self.handle
+        return Units(h.lister, h.priority_classes, self.victims_of)
 
     def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
         """kube-scheduler's SelectCandidate: the plugin's ordered score functions
@@ -346,8 +360,9 @@ class Evaluator:
                 state, pod, snap, runner, rows, offset, want, whole_gangs=True
             )
         usable = []
+        units = self.units()
         for c in found:
-            whole = expand_gangs(c.victims, priority, lister, self.victims_of, taken)
+            whole = expand_gangs(c.victims, priority, lister, self.victims_of, units, taken)
             if whole is not None:
                 c.victims = whole
                 usable.append(c)

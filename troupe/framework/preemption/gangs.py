@@ -1,12 +1,15 @@
 """The rules every preemption keeps for gangs, whichever plugin selects the
 victims: a pod never evicts a member of its own group; a running gang is never
 left below minMember (a member goes only if its gang keeps its quorum without
-the members taken with it, never alone from a gang whose disruptionMode is
-All); a gang preemptor may take a lower gang whole (`expand_gangs`), and not at
-all if one of its placed members has the preemptor's priority or higher.
-Members already on their way out (deleting, or chosen by an earlier
-preemption: `victims_of`) never count as placed, so that two preemptions do
-not each take one."""
+the members taken with it); a native group whose disruptionMode is All is one
+preemption unit (`units.Units`): it goes whole, every placed member on every
+node, for a lone pod as for a gang, and only for a preemptor of higher
+priority than the unit's; a gang preemptor may take a lower gang whole
+(`expand_gangs`), and not at all if one of its placed members has the
+preemptor's priority or higher. A victim's priority is its PodGroup's when the
+group sets one (`Units.priority`). Members already on their way out (deleting,
+or chosen by an earlier preemption: `victims_of`) never count as placed, so
+that two preemptions do not each take one."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 
 from troupe.api.types import DISRUPTION_ALL, Pod, PodKey
 from troupe.framework.handle import ClusterLister
-from troupe.framework.preemption.candidates import importance
+from troupe.framework.preemption.units import Units
 
 
 def gang_safe_victims(
@@ -23,15 +26,17 @@ def gang_safe_victims(
     lower: Iterable[Pod],
     lister: ClusterLister,
     victims_of: Collection[PodKey],
+    units: Units,
     whole_gangs: bool = False,
 ) -> list[Pod]:
     """Of `lower` (one node's pods a plugin would evict for `pod`), those the gang
-    rules let go: never of the preemptor's own group; a gang's member only if its
-    gang keeps minMember placed pods without the members on this node (never
-    for a native group whose disruptionMode is All: one member goes only with
-    all), or (`whole_gangs`, for a gang preemptor) if every placed member of
-    its gang is of lower priority than `pod`: it is then taken with its whole
-    gang (`expand_gangs`)."""
+    rules let go: never of the preemptor's own group; a member of a group whose
+    disruptionMode is All if the group's unit priority is below `pod`'s (the
+    whole group then goes, `DryRun` adds its members on other nodes); another
+    gang's member only if its gang keeps minMember placed pods without the
+    members on this node, or (`whole_gangs`, for a gang preemptor) if every
+    placed member of its gang is of lower priority than `pod`: it is then taken
+    with its whole gang (`expand_gangs`)."""
     own = pod.group_key
     out = [p for p in lower if own is None or p.group_key != own]
     groups = {p.group_key for p in out if p.group_key is not None}
@@ -43,16 +48,23 @@ def gang_safe_victims(
         if pg is None:
             keep.add(g)
             continue
+        if pg.disruption_mode == DISRUPTION_ALL:  # one unit: whole or not at all
+            if units.unit_priority(g) < pod.priority:
+                keep.add(g)
+            continue
         placed = sum(
             1
             for p in lister.pods_in_group(g)
             if (q := lister.pod(p.key)) is not None and not q.deleting and p.key not in victims_of
         )
         here = sum(1 for p in out if p.group_key == g)
-        whole = pg.disruption_mode == DISRUPTION_ALL  # it goes whole or not at all
-        if (not whole and placed - here >= pg.min_member) or (
+        if placed - here >= pg.min_member or (
             whole_gangs
-            and all(p.priority < pod.priority for p in lister.pods_in_group(g) if lister.pod(p.key))
+            and all(
+                units.priority(p) < pod.priority
+                for p in lister.pods_in_group(g)
+                if lister.pod(p.key)
+            )
         ):
             keep.add(g)
     return [p for p in out if p.group_key is None or p.group_key in keep]
@@ -63,6 +75,7 @@ def expand_gangs(
     priority: int,
     lister: ClusterLister,
     victims_of: Mapping[PodKey, PodKey],
+    units: Units,
     taken: Iterable[PodKey] = (),
 ) -> list[Pod] | None:
     """The victims of a gang preemptor of `priority`, with the whole gang of
@@ -75,18 +88,24 @@ def expand_gangs(
     gone = set(taken) | out.keys()
     for g in {p.group_key for p in out.values() if p.group_key is not None}:
         pg = lister.pod_group(g)
+        if pg is not None and pg.disruption_mode == DISRUPTION_ALL:
+            if units.unit_priority(g) >= priority:
+                return None
+            for q in units.members(g):
+                out.setdefault(q.key, q)
+            continue
         placed = [
             q
             for m in lister.pods_in_group(g)
             if (q := lister.pod(m.key)) is not None and not q.deleting and q.key not in victims_of
         ]
         left = sum(1 for q in placed if q.key not in gone)
-        if pg is None or (left >= pg.min_member and pg.disruption_mode != DISRUPTION_ALL):
+        if pg is None or left >= pg.min_member:
             continue  # no gang to keep, or it keeps its quorum without these
-        if any(q.priority >= priority for q in placed):
+        if any(units.priority(q) >= priority for q in placed):
             return None
         for q in placed:
             out.setdefault(q.key, q)
-    if any(p.priority >= priority for p in out.values()):
+    if any(units.priority(p) >= priority for p in out.values()):
         return None
-    return sorted(out.values(), key=importance)
+    return sorted(out.values(), key=units.importance)
