@@ -775,10 +775,14 @@ class GroupCycle:
                 )
                 if found is None or isinstance(found, Status):
                     return
+                out = []
                 for v in found.victims:
                     vrow = snap.row_of.get(ctx.cache.pod_node(v.key) or "")
                     if vrow is not None and v.key in snap.pods[vrow]:
                         ov.remove(vrow, v, pod_charge(v, ctx.isolated))
+                        out.append(v)
+                # what plugins charge for them outside the snapshot (a quota's use)
+                undos.extend(profile.run_trial_release(state, qpi.pod, out))
                 node, cand = found.node, found
             else:
                 return

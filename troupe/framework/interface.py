@@ -313,14 +313,25 @@ class PostBindPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class TrialChargePlugin(Protocol):
-    """A Filter plugin whose resources the snapshot does not hold (devices):
-    while a group cycle tries its members one after another, each member's
-    placement is charged through `charge` before the next member is searched,
-    as the snapshot charges its cpu and memory; the returned function undoes
-    it when the trial ends (None: nothing was charged). Not an extension point
-    of the configuration: a plugin enabled at filter takes part."""
+    """A PreFilter or Filter plugin whose resources the snapshot does not hold
+    (devices at Filter, a namespace's quota at PreFilter): while a group cycle
+    tries its members one after another (its trial, and its preemption plan),
+    each member's placement is charged through `charge` before the next member
+    is searched, as the snapshot charges its cpu and memory, so that the next
+    member's PreFilter and Filter see it; the returned function undoes it when
+    the trial ends, whether the gang is admitted or not (None: nothing was
+    charged). Not an extension point of the configuration: a plugin enabled at
+    preFilter or filter takes part, once."""
 
     def charge(self, state: CycleState, pod: Pod, node: NodeName) -> Callable[[], None] | None: ...
+
+    def release(
+        self, state: CycleState, pod: Pod, victims: Sequence[Pod]
+    ) -> Callable[[], None] | None:
+        """The victims a gang's preemption plan takes off the snapshot for `pod`
+        stop counting until the plan ends, as the snapshot uncharges them; the
+        returned function undoes it (None: nothing to release, the default)."""
+        return None
 
 
 @runtime_checkable

@@ -333,9 +333,12 @@ class Profile:
             norm = p if ScoreExtensions in type(p).__mro__ else None
             self.scores.append((n, scorer, norm, w))
         self.reserve: list[tuple[str, ReservePlugin]] = [(n, p) for n, p, _ in at("reserve")]
-        self.trial_charges: list[tuple[str, TrialChargePlugin]] = [
-            (n, p) for n, p, _ in at("filter") if TrialChargePlugin in type(p).__mro__
-        ]
+        # The plugins that charge a group trial's placements (devices at Filter,
+        # quotas at PreFilter), each once, in PreFilter's then Filter's order.
+        self.trial_charges: list[tuple[str, TrialChargePlugin]] = []
+        for n, p, _ in at("preFilter") + at("filter"):
+            if TrialChargePlugin in type(p).__mro__ and all(n != m for m, _ in self.trial_charges):
+                self.trial_charges.append((n, p))
         self.permit: list[tuple[str, PermitPlugin]] = [(n, p) for n, p, _ in at("permit")]
         # The Permit plugin that schedules gangs in a group cycle, if any.
         self.group_scheduling: GroupSchedulingPlugin | None = next(
@@ -629,6 +632,22 @@ class Profile:
                 undo = p.charge(state, pod, node)
             except Exception as e:
                 self.errors.record(name, "Filter", pod, e)
+                continue
+            if undo is not None:
+                undos.append(undo)
+        return undos
+
+    def run_trial_release(
+        self, state: CycleState, pod: Pod, victims: Sequence[Pod]
+    ) -> list[Callable[[], None]]:
+        """Release the victims a gang's preemption plan takes off the snapshot
+        from the plugins that keep resources outside it; returns the undos."""
+        undos = []
+        for name, p in self.trial_charges:
+            try:
+                undo = p.release(state, pod, victims)
+            except Exception as e:
+                self.errors.record(name, "PostFilter", pod, e)
                 continue
             if undo is not None:
                 undos.append(undo)

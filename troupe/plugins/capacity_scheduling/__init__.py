@@ -15,6 +15,15 @@ plugin's victim selection (`Preemptor`).
   pods that count + its request would exceed the sum of every `min`. A
   namespace without a quota is not limited. Nothing for Filter to do (Skip).
 - Reserve/Unreserve: the pod counts against its quota from Reserve.
+- Gangs (beyond scheduler-plugins, where a gang's first members take quota and
+  wait at Permit while the rest are refused): in the group trial each member
+  placed counts against its quota before the next is searched (`charge`, a
+  TrialChargePlugin), so a gang is admitted only if its quorum fits its quota
+  together, and the refused gang's reason is the quota's; nothing stays
+  charged after the trial. A gang's preemption plan does the same, and the
+  victims it takes for one member stop counting (`release`) before the next
+  member is searched. Victims' gangs go whole (the preemption engine's gang
+  rules).
 - PostFilter: a pod whose quota, with it, stays within its min reclaims from
   quotas over their min, whatever the victims' priorities; a pod over its min
   preempts only lower-priority pods of its own quota; a pod without a quota
@@ -38,7 +47,7 @@ postFilter plugin disabled.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
@@ -66,6 +75,7 @@ from troupe.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
+    TrialChargePlugin,
 )
 from troupe.framework.preemption import (
     Candidate,
@@ -325,12 +335,32 @@ class Preemptor(Interface):
         return check
 
 
+class _QuotaEvaluator(Evaluator):
+    """The engine's Evaluator, counting the pods each preemption reclaims from
+    other quotas as it evicts them (the reclaim victims metric)."""
+
+    def __init__(
+        self, name: str, handle: Handle, interface: Interface, quotas: QuotaManager
+    ) -> None:
+        super().__init__(name, handle, interface)
+        self.quotas = quotas
+
+    def prepare_candidate(self, pod: Pod, c: Candidate, gang: str = "") -> None:
+        self.quotas.count_victims(pod, c.victims)
+        super().prepare_candidate(pod, c, gang)
+
+
 def _least_important_first(p: Pod) -> tuple[int, float, PodKey]:
     return (p.priority, -start_time(p), p.key)
 
 
 class CapacityScheduling(
-    PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExtensions, GroupPreemptionPlugin
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    EnqueueExtensions,
+    GroupPreemptionPlugin,
+    TrialChargePlugin,
 ):
     NAME: Final = NAME
     # Its PreFilter state is read by no Filter (it has none).
@@ -340,8 +370,9 @@ class CapacityScheduling(
         self.handle = handle
         self.quotas = QuotaManager()
         self.preemptor = Preemptor(handle)
-        self.evaluator = Evaluator(NAME, handle, self.preemptor)
+        self.evaluator = _QuotaEvaluator(NAME, handle, self.preemptor, self.quotas)
         self.preemptor.evaluator = self.evaluator
+        handle.metrics.add_quota_source(lambda: self.quotas.statistics().quotas)
         self.status = ElasticQuotaStatusWriter(handle, self._quota_object, self.quotas.pods_of)
         # The pod whose preemption runs now: PreFilter, run again in its dry runs,
         # leaves the quota to the dry run's check.
@@ -382,8 +413,8 @@ class CapacityScheduling(
                 if p.key == pod.key:
                     continue
                 info = infos.get(p.namespace)
-                if info is None:
-                    continue
+                if info is None or p.key in info.pods:
+                    continue  # no quota, or counted in its used already (a gang's trial)
                 if p.namespace == pod.namespace and p.priority >= pod.priority:
                     add_into(in_eq, p.requests)
                     add_into(with_all, p.requests)
@@ -436,6 +467,48 @@ class CapacityScheduling(
 
     def prepare_member(self, pod: Pod, candidate: PreemptionCandidate, gang: str) -> None:
         self.evaluator.prepare_member(pod, candidate, gang)
+
+    # ---- the group trial (TrialChargePlugin) -------------------------------------------
+
+    def charge(self, state: CycleState, pod: Pod, node: NodeName) -> Callable[[], None] | None:
+        """A gang member placed in its group trial counts against its quota until
+        the trial ends, so that the next member's PreFilter sees it: a gang is
+        admitted only if its members fit the quota together. Undone when the
+        trial ends; the admitted members count again from Reserve."""
+        q = self.quotas
+        if pod.namespace not in q.infos or pod.key in q.counted().get(pod.namespace, {}):
+            return None
+        q.add_pod(pod)
+
+        def undo() -> None:
+            q.delete_pod(pod)
+
+        return undo
+
+    def release(
+        self, state: CycleState, pod: Pod, victims: Sequence[Pod]
+    ) -> Callable[[], None] | None:
+        """The victims a gang's preemption plan takes for one member stop counting
+        against their quotas until the plan ends, so that the next member's quota
+        check (PreFilter, and the dry run's) sees the room they leave."""
+        q = self.quotas
+        counted = q.counted()
+        gone = [
+            known
+            for v in victims
+            if v.namespace in q.infos
+            and (known := counted.get(v.namespace, {}).get(v.key)) is not None
+        ]
+        if not gone:
+            return None
+        for p in gone:
+            q.delete_pod(p)
+
+        def undo() -> None:
+            for p in gone:
+                q.add_pod(p)
+
+        return undo
 
     # ---- Reserve ------------------------------------------------------------------------
 
