@@ -34,7 +34,9 @@ def victim(name: str, priority: int, group: str = "", start: str = NOW) -> Pod:
     obj["status"]["startTime"] = start
     if group:
         obj["spec"]["schedulingGroup"] = {"podGroupName": group}
-    return parse_pod(obj)
+    pod = parse_pod(obj)
+    assert isinstance(pod, Pod), pod
+    return pod
 
 
 class Lister:
@@ -68,7 +70,7 @@ class Lister:
 
 
 def units_of(groups: list[dict[str, Any]], pods: list[Pod]) -> Units:
-    return Units(Lister(groups, pods), {}, ())  # type: ignore[arg-type]
+    return Units(Lister(groups, pods), {}, ())
 
 
 def whole(name: str, priority: int) -> dict[str, Any]:

@@ -91,8 +91,8 @@ def expand_gangs(
         if pg is not None and pg.disruption_mode == DISRUPTION_ALL:
             if units.unit_priority(g) >= priority:
                 return None
-            for q in units.members(g):
-                out.setdefault(q.key, q)
+            for member in units.members(g):
+                out.setdefault(member.key, member)
             continue
         placed = [
             q
