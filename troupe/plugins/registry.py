@@ -15,6 +15,7 @@ from typing import Final
 
 from troupe.framework.interface import PluginSpec
 from troupe.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from troupe.plugins.capacity_fair_sort import CapacityFairSort
 from troupe.plugins.capacity_scheduling import CapacityScheduling
 from troupe.plugins.coscheduling import Coscheduling
 from troupe.plugins.default_binder import DefaultBinder
@@ -64,6 +65,7 @@ IN_TREE: Final[Registry] = {
         NodeDeclaredFeatures,
         Coscheduling,
         CapacityScheduling,
+        CapacityFairSort,
     )
 }
 
