@@ -433,7 +433,22 @@ class Store:
             spec.setdefault("schedulerName", "default-scheduler")
             spec.setdefault("restartPolicy", "Always")
             spec.setdefault("priority", 0)
-            obj.setdefault("status", {}).setdefault("phase", "Pending")
+            status = obj.setdefault("status", {})
+            status.setdefault("phase", "Pending")
+            conds = status.get("conditions") or []
+            if spec.get("schedulingGates") and not any(
+                c.get("type") == "PodScheduled" for c in conds
+            ):
+                # as kube-apiserver's applySchedulingGatedCondition (pod strategy)
+                status["conditions"] = [
+                    *conds,
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    },
+                ]
         elif res.kind == "Namespace":
             obj.setdefault("status", {}).setdefault("phase", "Active")
         elif res.kind == "CustomResourceDefinition":
