@@ -9,6 +9,13 @@ kube-scheduler's pluginMetricsSamplePercent). Gauges that mirror live state
 carries the process and Python runtime collectors, as kube components carry
 the process and Go ones.
 
+Elastic quotas (scheduler-plugins' CapacityScheduling exports no metrics of
+its own): a quota plugin registers a source (`add_quota_source`) whose frozen
+copy is read at each scrape by a collector of this registry, so the figures
+are the plugin's own at that moment and cost nothing per cycle. Names follow
+kube-scheduler's (`scheduler_` prefix) and its resource metrics' labels
+(`resource`, `unit`: cpu in cores, memory in bytes).
+
 `health` holds the named checks behind the health endpoints; the port that
 serves /metrics (`render`), the health endpoints and /debug/explain is
 troupe.operator.serving's, as kube-scheduler's secure port.
@@ -16,12 +23,13 @@ troupe.operator.serving's, as kube-scheduler's secure port.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import Any, Final, Protocol, Self
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -41,6 +49,92 @@ class HealthChecks:
 
     livez: dict[str, HealthCheck] = field(default_factory=dict)
     readyz: dict[str, HealthCheck] = field(default_factory=dict)
+
+
+class QuotaFigures(Protocol):
+    """One elastic quota as a quota plugin reports it (CapacityScheduling's
+    `QuotaManager.statistics()`): amounts in Troupe's scaled units (milli-cpu,
+    bytes, units); `min` and `max` as the spec writes them."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def min(self) -> Mapping[str, int]: ...
+    @property
+    def max(self) -> Mapping[str, int]: ...
+    @property
+    def used(self) -> Mapping[str, int]: ...
+    @property
+    def reclaim_victims(self) -> int: ...
+
+
+QuotaSource = Callable[[], Iterable[QuotaFigures]]
+"""Called at scrape time for a frozen copy of every quota a plugin keeps."""
+
+
+def _amount(resource: str, scaled: int) -> tuple[float, str]:
+    """A scaled amount in the unit kube-scheduler's resource metrics use
+    (kube_pod_resource_request: cpu in cores, memory and storage in bytes)."""
+    if resource == "cpu":
+        return scaled / 1000, "cores"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        return float(scaled), "bytes"
+    return float(scaled), ""
+
+
+class _QuotaCollector:
+    """The elastic quota families, read from the sources at scrape time (one
+    copy per scrape, not a gauge set on every cycle). A quota reported by
+    several sources (several profiles enable the plugin) is shown once."""
+
+    def __init__(self) -> None:
+        self.sources: list[QuotaSource] = []
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["namespace", "name", "resource", "unit"]
+        fams = {
+            "used": GaugeMetricFamily(
+                "scheduler_elastic_quota_used",
+                "Resources used by the pods counted against an ElasticQuota "
+                "(assigned or reserved, not terminal), by resource.",
+                labels=labels,
+            ),
+            "min": GaugeMetricFamily(
+                "scheduler_elastic_quota_min",
+                "An ElasticQuota's spec.min (guaranteed), by resource.",
+                labels=labels,
+            ),
+            "max": GaugeMetricFamily(
+                "scheduler_elastic_quota_max",
+                "An ElasticQuota's spec.max (the most it may borrow up to), by resource.",
+                labels=labels,
+            ),
+        }
+        victims = CounterMetricFamily(
+            "scheduler_elastic_quota_reclaim_victims",
+            "Pods chosen as preemption victims from an ElasticQuota by preemptors "
+            "of other namespaces (reclaiming their min).",
+            labels=["namespace", "name"],
+        )
+        seen: set[tuple[str, str]] = set()
+        for source in self.sources:
+            for q in source():
+                if (q.namespace, q.name) in seen:
+                    continue
+                seen.add((q.namespace, q.name))
+                for what, amounts in (("used", q.used), ("min", q.min), ("max", q.max)):
+                    for r in sorted(amounts):
+                        value, unit = _amount(r, amounts[r])
+                        fams[what].add_metric([q.namespace, q.name, r, unit], value)
+                victims.add_metric([q.namespace, q.name], q.reclaim_victims)
+        if seen:
+            yield from fams.values()
+            yield victims
 
 
 # prometheus_client's `labels()` validates its arguments and takes a lock on
@@ -226,10 +320,18 @@ class Metrics:
             ["plugin", "extension_point"],
             registry=r,
         )
+        self._quotas = _QuotaCollector()
+        r.register(self._quotas)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         self.health = HealthChecks()
+
+    def add_quota_source(self, source: QuotaSource) -> None:
+        """Report the elastic quotas `source` returns (a quota plugin, once per
+        instance) as scheduler_elastic_quota_{used,min,max} and
+        scheduler_elastic_quota_reclaim_victims_total."""
+        self._quotas.sources.append(source)
 
     def set_leader(self, name: str, leading: bool) -> None:
         """This replica started (True) or stopped (False) leading the lease `name`."""
