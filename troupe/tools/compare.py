@@ -3,7 +3,8 @@
 `compare(a, b)` reports what differs between two `SimulationResult`s of the
 same input: pods placed on other nodes, pods pending in one run and not in
 the other (with both reasons), gangs admitted in one only, preemptions, and
-the use of each node and zone (by `topology.kubernetes.io/zone`) under both.
+the use of each node and zone (by `topology.kubernetes.io/zone`) under both,
+and of each ElasticQuota (used under both, with its min and max).
 """
 
 from __future__ import annotations
@@ -90,6 +91,19 @@ def compare(
     placed = {
         n: sum(1 for p in r.pods.values() if _placed(p)) for n, r in zip(names, (a, b), strict=True)
     }
+    quotas = []
+    for key in sorted(a.elastic_quotas.keys() | b.elastic_quotas.keys()):
+        qa, qb = a.elastic_quotas.get(key, {}), b.elastic_quotas.get(key, {})
+        spec = qa or qb
+        quotas.append(
+            {
+                "elasticQuota": key,
+                "min": spec.get("min", {}),
+                "max": spec.get("max", {}),
+                names[0]: dict(qa.get("used", {})),
+                names[1]: dict(qb.get("used", {})),
+            }
+        )
     return {
         "configurations": list(names),
         "placed": placed,
@@ -100,6 +114,7 @@ def compare(
         "preempted": victims,
         "nodes": nodes,
         "zones": by_zone,
+        "elasticQuotas": quotas,
     }
 
 
@@ -143,6 +158,19 @@ def format_compare(diff: Mapping[str, Any]) -> str:
                 cpu = use[name].get("cpu", {"requested": 0, "allocatable": 0})
                 cells.append(f"cpu {cpu['requested']:g}/{cpu['allocatable']:g}")
             lines.append(f"{z}  " + "  ".join(cells))
+    quotas = diff.get("elasticQuotas") or []
+    if quotas:
+        qw = max([len("ELASTICQUOTA"), *(len(q["elasticQuota"]) for q in quotas)])
+        lines.append(f"\n{'ELASTICQUOTA':<{qw}}  used {a}/{b} (min, max)")
+        for q in quotas:
+            rs_q = sorted(q[a].keys() | q[b].keys() | q["min"].keys() | q["max"].keys())
+            cells = [
+                f"{r} {_num(q[a].get(r, 0))}/{_num(q[b].get(r, 0))} "
+                f"({_num(q['min'][r]) if r in q['min'] else '-'}, "
+                f"{_num(q['max'][r]) if r in q['max'] else '-'})"
+                for r in rs_q
+            ]
+            lines.append(f"{q['elasticQuota']:<{qw}}  " + ", ".join(cells))
     lines.append("")
     rs = list(diff["nodes"][0][a]) if diff["nodes"] else []
     nw = max([len("NODE"), *(len(n["node"]) for n in diff["nodes"])])

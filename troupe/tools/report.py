@@ -9,6 +9,8 @@ the same in any browser, offline, and a screenshot shows it all. Sections:
 - pending pods grouped by reason, with a bar each;
 - PodGroups: phase, members placed, the domain they landed in;
 - preemptions: victim, preemptor, node;
+- with ElasticQuotas in the input, use per quota: each resource's used against
+  its max (min marked), and the numbers;
 - with `--compare`, both runs side by side, and what differs.
 """
 
@@ -163,6 +165,38 @@ def _preemptions(result: SimulationResult) -> str:
     return f"<table><tr><th>victim</th><th>preempted by</th><th>node</th></tr>{rows}</table>"
 
 
+def _quotas(result: SimulationResult) -> str:
+    """Each ElasticQuota's use by resource: a bar of used against max (against
+    min when max leaves the resource unlimited), min marked on it."""
+    rows = []
+    for key, q in result.elastic_quotas.items():
+        for r in sorted(q["used"].keys() | q["min"].keys() | q["max"].keys()):
+            used, lo, hi = q["used"].get(r, 0), q["min"].get(r), q["max"].get(r)
+            scale = float(hi if hi else lo if lo else used) or 1.0
+            width, mark = 160 * min(1.0, used / scale), 160 * min(1.0, (lo or 0) / scale)
+            tick = (
+                f'<line x1="{mark:.1f}" x2="{mark:.1f}" y1="0" y2="12" '
+                'stroke="#2b6cb0" stroke-width="2"/>'
+                if lo
+                else ""
+            )
+            bar = (
+                f'<svg width="160" height="12"><rect class="bar" width="{width:.1f}" '
+                f'height="12" fill="{_heat(used / scale)}"/>{tick}</svg>'
+            )
+            shown_min = "-" if lo is None else f"{lo:g}"
+            shown_max = "-" if hi is None else f"{hi:g}"
+            rows.append(
+                f"<tr><td>{html.escape(key)}</td><td>{html.escape(r)}</td><td>{bar}</td>"
+                f'<td class="num">{used:g}</td><td class="num">{shown_min}</td>'
+                f'<td class="num">{shown_max}</td></tr>'
+            )
+    return (
+        "<table><tr><th>ElasticQuota</th><th>resource</th><th></th><th>used</th><th>min</th>"
+        f"<th>max</th></tr>{''.join(rows)}</table>"
+    )
+
+
 def _run(result: SimulationResult, places: Mapping[str, tuple[str, str]]) -> str:
     placed = sum(1 for p in result.pods.values() if p.get("node") and not p.get("preemptedBy"))
     n_pods, n_nodes = len(result.pods), len(result.nodes)
@@ -173,6 +207,7 @@ def _run(result: SimulationResult, places: Mapping[str, tuple[str, str]]) -> str
         f"<h2>Pending pods by reason</h2>{_pending(result)}"
         f"<h2>Pod groups</h2>{_groups(result)}"
         f"<h2>Preemptions</h2>{_preemptions(result)}"
+        + (f"<h2>Use per quota</h2>{_quotas(result)}" if result.elastic_quotas else "")
     )
 
 

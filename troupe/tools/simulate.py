@@ -35,6 +35,12 @@ the API server would give them, so that the `Preempted` events, which name the
 preemptor by uid, can be read back. Victims stay in the output with node null,
 `preemptedBy` naming their preemptor (a pod, or a gang's PodGroup) and the node
 they were taken from in `preemptedFrom`.
+
+ElasticQuotas are kept by the simulated cluster (CapacityScheduling writes
+their status.used there), and the output's `elasticQuotas` section shows each
+one's min and max as its spec writes them and what its namespace's pods use at
+the end (placed, not terminal: what the plugin counts), whether or not the
+profile enables the plugin.
 """
 
 from __future__ import annotations
@@ -374,9 +380,15 @@ class SimulationResult:
     # `--explain`: the last attempt of each pod asked about, by ns/name.
     explanations: dict[str, Explanation] = field(default_factory=dict)
     explain_top: int | None = 10
+    # ElasticQuotas by ns/name: min and max as their spec writes them, and what
+    # their namespace's pods use at the end (assigned, not terminal: what
+    # CapacityScheduling counts), in the nodes' units.
+    elastic_quotas: dict[str, dict[str, dict[str, float | int]]] = field(default_factory=dict)
 
     def to_json_obj(self) -> dict[str, Any]:
-        out = {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+        out: dict[str, Any] = {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
+        if self.elastic_quotas:
+            out["elasticQuotas"] = self.elastic_quotas
         if self.explanations:
             out["explain"] = {
                 k: e.to_json_obj(self.explain_top) for k, e in self.explanations.items()
@@ -453,6 +465,14 @@ class Simulation:
 
     def _bound(self, key: PodKey, node: str) -> None:
         obj = self.cluster.pods[key]
+        if self.cluster.elastic_quotas:
+            # The binding, then the kubelet's Running as an update of its own (a
+            # new object, as the watch delivers it): a quota's status.used counts
+            # Running pods, and the scheduler passes on no change of a pod it
+            # assumed when the watch confirms it. Without quotas nothing reads
+            # the phase change, and one update is enough.
+            self.scheduler.on_pod(obj)
+            obj = self.cluster.pods[key] = {**obj, "status": {**obj.get("status", {})}}
         obj.setdefault("status", {})["phase"] = "Running"
         self.scheduler.on_pod(obj)
 
@@ -535,6 +555,8 @@ class Simulation:
         elif kind == "PodGroup":
             self._create_claims(o)
             self.cluster.pod_groups[_group_key(o)] = o
+        elif kind == "ElasticQuota":  # CapacityScheduling writes its status.used
+            self.cluster.elastic_quotas[_key(o)] = o
 
     def _start_controllers(self, by_kind: Mapping[str, list[dict[str, Any]]]) -> None:
         """The controllers the scheduler's writes wake: the driver readying
@@ -830,6 +852,7 @@ class Simulation:
             groups[k]["domain"] = group_placement(s.snapshot, pg, where)
         milli = {"cpu", s.isolated.resource}
         return SimulationResult(
+            elastic_quotas=self._elastic_quotas(milli),
             explanations=self._explained(pods),
             pods=pods,
             pod_groups=groups,
@@ -841,6 +864,38 @@ class Simulation:
                 for e in self.cluster.events
             ],
         )
+
+    def _elastic_quotas(self, milli: set[str]) -> dict[str, dict[str, dict[str, float | int]]]:
+        """Each ElasticQuota read: its min and max, and the use of its namespace's
+        pods placed at the end (not terminal), as CapacityScheduling counts it."""
+        s = self.scheduler
+        quotas = s.ctx.handle.elastic_quotas
+        if not quotas:
+            return {}
+        spaces = {eq.namespace for eq in quotas.values()}
+        used: dict[str, dict[str, int]] = {ns: {} for ns in spaces}
+        for k in self.cluster.pods:
+            ns = k.partition("/")[0]
+            if ns not in spaces:
+                continue
+            pod = s.cache.pod(PodKey(k))
+            if pod is None or pod.terminal:
+                continue
+            total = used[ns]
+            for r, q in pod.requests.items():
+                total[r] = total.get(r, 0) + q
+
+        def shown(amounts: Mapping[str, int], zeros: bool = True) -> dict[str, float | int]:
+            return {r: _amount(r, milli, q) for r, q in sorted(amounts.items()) if q or zeros}
+
+        return {
+            key: {
+                "used": shown(used[eq.namespace], zeros=False),
+                "min": shown(eq.min or {}),
+                "max": shown(eq.max or {}),
+            }
+            for key, eq in sorted(quotas.items())
+        }
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -922,6 +977,25 @@ def _claim_section(
     return out
 
 
+def _quota_section(result: SimulationResult) -> list[str]:
+    """`ELASTICQUOTA  USE (used/min/max)`: each resource a quota names or its pods
+    use; `-` where its spec leaves min (0) or max (unlimited) out."""
+    if not result.elastic_quotas:
+        return []
+    qw = max([len("ELASTICQUOTA"), *(len(k) for k in result.elastic_quotas)])
+    out = ["", f"{'ELASTICQUOTA':<{qw}}  USE (used/min/max)"]
+    for key, q in result.elastic_quotas.items():
+        parts = []
+        for r in sorted(q["used"].keys() | q["min"].keys() | q["max"].keys()):
+            vals = [
+                _human(r, q[f][r]) if r in q[f] else ("0" if f == "used" else "-")
+                for f in ("used", "min", "max")
+            ]
+            parts.append(f"{r} {'/'.join(vals)}")
+        out.append(f"{key:<{qw}}  {', '.join(parts)}".rstrip())
+    return out
+
+
 def format_table(result: SimulationResult) -> str:
     lines = []
     for e in result.explanations.values():
@@ -961,6 +1035,7 @@ def format_table(result: SimulationResult) -> str:
             if domain:
                 line = f"{line:<{len(head)}}  {g.get('domain') or '-'}"
             lines.append(line)
+    lines += _quota_section(result)
     lines.append("")
     nw2 = max([len("NODE"), *(len(k) for k in result.nodes)])
     lines.append(f"{'NODE':<{nw2}}  USE (requested/allocatable)")
