@@ -24,6 +24,14 @@ plugin's victim selection (`Preemptor`).
   victims it takes for one member stop counting (`release`) before the next
   member is searched. Victims' gangs go whole (the preemption engine's gang
   rules).
+- Devices (beyond scheduler-plugins): the devices of a pod's ResourceClaims
+  count against its namespace's quota under their DeviceClass's extended
+  resource name (`spec.extendedResourceName`, else
+  `deviceclass.resource.kubernetes.io/<class>`), as a request of that name
+  would: once per claim, however many of the namespace's pods share it; the
+  claim's request counts before allocation, its allocated devices after
+  (`troupe.dra.claims.device_amounts`). A pod's request in every check is its
+  own plus the devices of its claims not counted yet.
 - PostFilter: a pod whose quota, with it, stays within its min reclaims from
   quotas over their min, whatever the victims' priorities; a pod over its min
   preempts only lower-priority pods of its own quota; a pod without a quota
@@ -52,8 +60,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Self
 
 from troupe.api.elasticquota import ElasticQuota
-from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey
+from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey, Resources
 from troupe.core.snapshot import NodeTable
+from troupe.dra.claims import claim_name, device_amounts
+from troupe.dra.types import ResourceClaim
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -166,6 +176,9 @@ class ElasticQuotaSnapshotState:
 
     elastic_quota_infos: ElasticQuotaInfos
     _totals: tuple[dict[str, int], dict[str, int]] | None = None
+    # The devices of the claims that pods alone use, by namespace: what they
+    # free when they go (None: no claim is counted).
+    devices_freed: Callable[[Sequence[Pod]], Mapping[str, Resources]] | None = None
 
     def totals(self) -> tuple[dict[str, int], dict[str, int]]:
         """The sums of every quota's used and min, once per cycle (read only)."""
@@ -190,6 +203,14 @@ class ElasticQuotaSnapshotState:
             add_into(total, p.requests, -1)
             if info is own:
                 add_into(own_used, p.requests, -1)
+        if self.devices_freed is not None:
+            for ns, amounts in self.devices_freed(pods).items():
+                info = infos.get(ns)
+                if info is None:
+                    continue
+                add_into(total, amounts, -1)
+                if info is own:
+                    add_into(own_used, amounts, -1)
         return own_used, total
 
 
@@ -398,9 +419,10 @@ class CapacityScheduling(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
         infos = self.quotas.snapshot()
-        snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals())
+        freed = self._devices_freed if self.quotas.has_claims() else None
+        snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals(), freed)
         state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, snapshot)
-        pod_req = pod.requests
+        pod_req = self._request(pod)
         own = infos.get(pod.namespace)
         if own is None:
             state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
@@ -430,6 +452,50 @@ class CapacityScheduling(
         if infos.aggregated_used_over_min_with(with_all, snapshot.totals()):
             return None, Status(Code.UNSCHEDULABLE, (over_min_message(pod),), NAME)
         return None, SKIP  # nothing for Filter to do
+
+    # ---- devices ------------------------------------------------------------------------
+
+    def _claims(self, pod: Pod) -> dict[str, Resources]:
+        """The devices each ResourceClaim the pod uses takes, by claim key (a
+        claim the pod's native PodGroup lists is the group's, shared)."""
+        if not pod.resource_claims:
+            return {}
+        store = self.handle.devices
+        group = None
+        if pod.group_key is not None:
+            g = self.handle.lister.pod_group(pod.group_key)
+            group = g if g is not None and g.resource_claims else None
+        out: dict[str, Resources] = {}
+        for i in range(len(pod.resource_claims)):
+            name = claim_name(pod, i, group)
+            claim = store.claim(f"{pod.namespace}/{name}") if name else None
+            if claim is not None and claim.key not in out:
+                out[claim.key] = device_amounts(store, claim)
+        return out
+
+    def _request(self, pod: Pod) -> Mapping[str, int]:
+        """What the pod would add to its quota: its request, and the devices of
+        its claims that no counted pod of its namespace uses yet."""
+        claims = self._claims(pod)
+        if not claims:
+            return pod.requests
+        counted = self.quotas.counted_claims(pod.namespace)
+        req = dict(pod.requests)
+        for key, amounts in claims.items():
+            if key not in counted:
+                add_into(req, amounts)
+        return req
+
+    def _devices_freed(self, pods: Sequence[Pod]) -> dict[str, Resources]:
+        """By namespace, the devices of the counted claims that only `pods` use."""
+        out: dict[str, dict[str, int]] = {}
+        keys = {p.key for p in pods}
+        for ns in {p.namespace for p in pods}:
+            amounts = self.quotas.counted_claims(ns)
+            for key, users in self.quotas.claim_users(ns).items():
+                if users <= keys:
+                    add_into(out.setdefault(ns, {}), amounts[key])
+        return dict(out)
 
     # ---- PostFilter -------------------------------------------------------------------
 
@@ -478,7 +544,7 @@ class CapacityScheduling(
         q = self.quotas
         if pod.namespace not in q.infos or pod.key in q.counted().get(pod.namespace, {}):
             return None
-        q.add_pod(pod)
+        q.add_pod(pod, self._claims(pod))
 
         def undo() -> None:
             q.delete_pod(pod)
@@ -513,7 +579,7 @@ class CapacityScheduling(
     # ---- Reserve ------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
-        self.quotas.add_pod(pod)
+        self.quotas.add_pod(pod, self._claims(pod))
         self._mark(pod.namespace)
         return SUCCESS
 
@@ -549,9 +615,14 @@ class CapacityScheduling(
                     self._mark(old.namespace)
             elif isinstance(new, Pod):
                 if isinstance(old, Pod):
-                    q.update_pod(old, new)
+                    q.update_pod(old, new, self._claims(new))
                 else:
-                    q.add_pod(new)
+                    q.add_pod(new, self._claims(new))
+                self._mark(new.namespace)
+        elif r is EventResource.RESOURCE_CLAIM:
+            if isinstance(new, ResourceClaim) and q.update_claim(
+                new.key, device_amounts(self.handle.devices, new)
+            ):
                 self._mark(new.namespace)
         elif (
             r is EventResource.UNSCHEDULED_POD

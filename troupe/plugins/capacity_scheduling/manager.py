@@ -10,6 +10,10 @@ counts them at once, and a restart rebuilds use from what the API lists
 
 What counts against a quota: a pod of its namespace from Reserve (or from the
 API, bound) until Unreserve, its deletion, or its end (Succeeded or Failed).
+A ResourceClaim's devices count against its namespace's quota, under its
+DeviceClass's extended resource name, while a counted pod of the namespace
+uses it: once, however many pods share it (the plugin says which claims a pod
+uses and what they take; a claim allocated since counts what it took).
 A terminal pod is never counted, not even when first listed (upstream counts
 it until an update says so); a pod resized in place is counted at its new
 request. One quota per namespace: the first seen counts; another in the same
@@ -20,11 +24,12 @@ deletion drop the first's state).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from troupe.api.elasticquota import ElasticQuota
-from troupe.api.types import Pod, PodKey
+from troupe.api.types import Pod, PodKey, Resources
 from troupe.plugins.capacity_scheduling.elasticquota_info import (
     ElasticQuotaInfo,
     ElasticQuotaInfos,
@@ -54,6 +59,15 @@ class QuotaStatistics:
     quotas: Sequence[QuotaFigures]
 
 
+@dataclass(slots=True)
+class _ClaimUse:
+    """A claim counted against its namespace's quota: its devices by extended
+    resource name, and the counted pods that use it."""
+
+    amounts: dict[str, int]
+    users: set[PodKey]
+
+
 class QuotaManager:
     def __init__(self) -> None:
         self._infos = ElasticQuotaInfos()
@@ -68,6 +82,10 @@ class QuotaManager:
         self._pods: dict[str, dict[PodKey, Pod]] = {}
         # Pods taken from each namespace's quota by preemptors of other namespaces.
         self._reclaimed: dict[str, int] = {}
+        # The ResourceClaims the counted pods use, by namespace: each counts its
+        # devices once, however many of the namespace's pods share it.
+        self._claims: dict[str, dict[str, _ClaimUse]] = {}
+        self._claims_of: dict[PodKey, tuple[str, ...]] = {}
 
     @property
     def infos(self) -> ElasticQuotaInfos:
@@ -189,6 +207,8 @@ class QuotaManager:
         else:
             for p in self.pods_of(ns):
                 info.add_pod_if_not_present(p)
+            for use in self._claims.get(ns, {}).values():
+                info.reserve_resource(use.amounts)
         old = self._infos.get(ns)
         if old is not None:
             self._count(old, -1)
@@ -198,14 +218,18 @@ class QuotaManager:
 
     # ---- pods ---------------------------------------------------------------------------
 
-    def add_pod(self, pod: Pod) -> bool:
+    def add_pod(self, pod: Pod, claims: Mapping[str, Resources] | None = None) -> bool:
         """Count a pod (bound, or reserved); False if it was counted already or
-        does not count (terminal). True also for a namespace without a quota."""
+        does not count (terminal). True also for a namespace without a quota.
+        `claims`: the devices of each ResourceClaim the pod uses, by claim key
+        (None: as counted before); a claim counts once in its namespace."""
         if pod.terminal:
             return False
         by_key = self._pods.setdefault(pod.namespace, {})
         known = by_key.get(pod.key)
         by_key[pod.key] = pod
+        if claims is not None:
+            self._use_claims(pod, claims)
         info = self._infos.get(pod.namespace)
         if known is not None and info is not None and pod.requests != known.requests:
             if self._delete(info, known):
@@ -215,25 +239,93 @@ class QuotaManager:
             return known is None
         return self._add(info, pod)
 
-    def update_pod(self, old: Pod | None, new: Pod) -> bool:
+    def update_pod(
+        self, old: Pod | None, new: Pod, claims: Mapping[str, Resources] | None = None
+    ) -> bool:
         """A counted pod's new version: terminal, it stops counting; resized, it
         counts its new request. Whether anything changed."""
         if new.terminal:
             return self.delete_pod(new)
         by_key = self._pods.get(new.namespace)
         if by_key is None or new.key not in by_key:
-            return self.add_pod(new) if new.node_name else False
-        return self.add_pod(new)
+            return self.add_pod(new, claims) if new.node_name else False
+        return self.add_pod(new, claims)
 
     def delete_pod(self, pod: Pod) -> bool:
         by_key = self._pods.get(pod.namespace)
         known = by_key.pop(pod.key, None) if by_key is not None else None
         if by_key is not None and not by_key:
             del self._pods[pod.namespace]
+        self._release_claims(pod.namespace, pod.key)
         info = self._infos.get(pod.namespace)
         if info is None:
             return known is not None
         return self._delete(info, known if known is not None else pod)
+
+    # ---- ResourceClaims -----------------------------------------------------------------
+
+    def _charge_claim(self, namespace: str, amounts: Resources, sign: int) -> None:
+        info = self._infos.get(namespace)
+        if info is not None:
+            add_into(info.used, amounts, sign)
+            add_into(self.total_used, amounts, sign)
+
+    def _use_claims(self, pod: Pod, claims: Mapping[str, Resources]) -> None:
+        ns = pod.namespace
+        self._release_claims(ns, pod.key)
+        if not claims:
+            return
+        table = self._claims.setdefault(ns, {})
+        for key, amounts in claims.items():
+            use = table.get(key)
+            if use is None:
+                use = table[key] = _ClaimUse(dict(amounts), set())
+                self._charge_claim(ns, amounts, +1)
+            elif use.amounts != amounts:  # a newer view of the claim (allocated)
+                self._charge_claim(ns, use.amounts, -1)
+                use.amounts = dict(amounts)
+                self._charge_claim(ns, amounts, +1)
+            use.users.add(pod.key)
+        self._claims_of[pod.key] = tuple(claims)
+
+    def _release_claims(self, namespace: str, pod: PodKey) -> None:
+        keys = self._claims_of.pop(pod, ())
+        table = self._claims.get(namespace)
+        if not keys or table is None:
+            return
+        for key in keys:
+            use = table.get(key)
+            if use is None:
+                continue
+            use.users.discard(pod)
+            if not use.users:
+                del table[key]
+                self._charge_claim(namespace, use.amounts, -1)
+        if not table:
+            del self._claims[namespace]
+
+    def update_claim(self, key: str, amounts: Resources) -> bool:
+        """A counted claim's newer view (its devices allocated): it counts what
+        it now takes. Whether anything changed."""
+        ns = key.partition("/")[0]
+        use = self._claims.get(ns, {}).get(key)
+        if use is None or use.amounts == amounts:
+            return False
+        self._charge_claim(ns, use.amounts, -1)
+        use.amounts = dict(amounts)
+        self._charge_claim(ns, amounts, +1)
+        return True
+
+    def has_claims(self) -> bool:
+        return bool(self._claims)
+
+    def counted_claims(self, namespace: str) -> Mapping[str, Resources]:
+        """The devices of each claim counted in the namespace, by claim key."""
+        return {k: use.amounts for k, use in self._claims.get(namespace, {}).items()}
+
+    def claim_users(self, namespace: str) -> Mapping[str, AbstractSet[PodKey]]:
+        """The counted pods that use each claim counted in the namespace."""
+        return {k: use.users for k, use in self._claims.get(namespace, {}).items()}
 
     def counted(self) -> Mapping[str, Mapping[PodKey, Pod]]:
         return self._pods
