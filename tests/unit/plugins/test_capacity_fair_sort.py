@@ -381,3 +381,73 @@ def test_a_scheduler_binds_in_fair_order(config: dict[str, Any], want: set[str])
 
     asyncio.run(go())
     assert {name for name, key in keys.items() if h.node_of(key)} == want
+
+
+# The README's profile: CapacityScheduling's quotas, in fair order.
+QUOTAS_IN_FAIR_ORDER: dict[str, Any] = {
+    "profiles": [
+        {
+            "schedulerName": "troupe-scheduler",
+            "plugins": {
+                "multiPoint": {
+                    "enabled": [{"name": "CapacityScheduling"}, {"name": "CapacityFairSort"}]
+                },
+                "queueSort": {
+                    "enabled": [{"name": "CapacityFairSort"}],
+                    "disabled": [{"name": "*"}],
+                },
+                "postFilter": {
+                    "enabled": [{"name": "CapacityScheduling"}],
+                    "disabled": [{"name": "*"}],
+                },
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "want"),
+    [
+        # a: 2 of its min of 4 cpus running; 4 cpus free. a's two lone pods
+        # arrive before b's gang of 3: by arrival they take 2 cpus and the gang
+        # does not fit in the 2 left
+        ({}, {"a1", "a2"}),
+        # fair: b's gang first (b at 0), whole; then a1 (a at 1/2 < b at 3/4)
+        (QUOTAS_IN_FAIR_ORDER, {"g-0", "g-1", "g-2", "a1"}),
+    ],
+    ids=["default", "CapacityScheduling with CapacityFairSort"],
+)
+def test_a_gang_of_the_least_used_quota_goes_first_and_whole(
+    config: dict[str, Any], want: set[str]
+) -> None:
+    h = Harness(nodes=0, config=config)
+    h.s.on_node(make_node("n0").capacity(cpu="6", pods=110).obj())
+    for ns in ("a", "b"):
+        obj = {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": ns, "namespace": ns},
+            "spec": {"min": {"cpu": "4"}, "max": {"cpu": "6"}},
+        }
+        h.cluster.elastic_quotas[f"{ns}/{ns}"] = obj
+        h.s.events.on_elastic_quota(obj)
+    for i in range(2):
+        h.add(make_pod(f"run{i}", "a").req(cpu="1").node("n0").phase("Running").obj())
+    keys = {name: h.add(make_pod(name, "a").req(cpu="1").obj()) for name in ("a1", "a2")}
+    group = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "b", "uid": "uid-b-g"},
+        "spec": {"minMember": 3},
+    }
+    h.cluster.pod_groups["b/g"] = group
+    h.s.on_pod_group(group)
+    for i in range(3):
+        keys[f"g-{i}"] = h.add(make_pod(f"g-{i}", "b").req(cpu="1").group("g").obj())
+
+    async def go() -> None:
+        await h.drain()
+
+    asyncio.run(go())
+    assert {name for name, key in keys.items() if h.node_of(key)} == want
