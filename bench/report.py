@@ -25,6 +25,7 @@ BENCHMARKS = (
     ("Topology-aware gangs: 5000 nodes in racks", "bench.topology"),
     ("End to end: `troupe run` against the embedded API server", "bench.e2e"),
     ("`troupe simulate` on a kubectl-like dump", "bench.simulate_bench"),
+    ("JSON decoders on watch lines and a kubectl dump", "bench.jsondecode"),
 )
 
 
