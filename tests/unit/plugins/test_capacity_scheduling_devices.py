@@ -189,6 +189,9 @@ def test_a_restart_counts_allocated_claims_once_from_the_api() -> None:
         info = plugin(h.s).quotas.infos["default"]
         assert info.used.get(GPU) == 2
         assert info.used.get("cpu") == 2000
+        # status.used: the Running pods' requests and their claim's devices, once
+        await h.advance(1)
+        assert h.used("default/default") == {"cpu": "2", GPU: "2"}
         # One GPU left of max 3: a pod with a claim of two is refused.
         h.s.events.on_dra_object("ResourceClaim", claim("two", request("gpu", 2)))
         p = h.add(pod("c", claim="two"))

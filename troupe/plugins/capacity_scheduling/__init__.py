@@ -394,7 +394,12 @@ class CapacityScheduling(
         self.evaluator = _QuotaEvaluator(NAME, handle, self.preemptor, self.quotas)
         self.preemptor.evaluator = self.evaluator
         handle.metrics.add_quota_source(lambda: self.quotas.statistics().quotas)
-        self.status = ElasticQuotaStatusWriter(handle, self._quota_object, self.quotas.pods_of)
+        self.status = ElasticQuotaStatusWriter(
+            handle,
+            self._quota_object,
+            self.quotas.pods_of,
+            devices_of=self.quotas.devices_used_by,
+        )
         # The pod whose preemption runs now: PreFilter, run again in its dry runs,
         # leaves the quota to the dry run's check.
         self._preempting: PodKey | None = None

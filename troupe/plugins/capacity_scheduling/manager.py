@@ -316,6 +316,14 @@ class QuotaManager:
         self._charge_claim(ns, amounts, +1)
         return True
 
+    def devices_used_by(self, namespace: str, pods: AbstractSet[PodKey]) -> dict[str, int]:
+        """The devices of the namespace's counted claims that some of `pods` use."""
+        out: dict[str, int] = {}
+        for use in self._claims.get(namespace, {}).values():
+            if not use.users.isdisjoint(pods):
+                add_into(out, use.amounts)
+        return out
+
     def has_claims(self) -> bool:
         return bool(self._claims)
 

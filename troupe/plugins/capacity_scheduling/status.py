@@ -1,7 +1,9 @@
 """ElasticQuota `status.used`, written back as scheduler-plugins' ElasticQuota
 controller writes it (pkg/controllers/elasticquota_controller.go): the sum of
 the requests of the namespace's Running pods, with a zero for every resource
-named in min or max, patched on the status subresource only when it differs
+named in min or max (Troupe adds the devices of the ResourceClaims those pods
+use, once per claim, under their class's extended resource name, as the quota
+counts them), patched on the status subresource only when it differs
 from what the object holds. A cluster that runs upstream's controller as well
 sees the same numbers from both.
 
@@ -17,12 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from fractions import Fraction
 from typing import Any, Final
 
 from troupe.api.elasticquota import ElasticQuota
 from troupe.api.quantity import format_quantity
-from troupe.api.types import MILLI_RESOURCES, Pod
+from troupe.api.types import MILLI_RESOURCES, Pod, PodKey
 from troupe.core.clock import TimerHandle
 from troupe.core.cluster import NotFound, NotLeader
 from troupe.framework.handle import Handle
@@ -34,13 +37,24 @@ STATUS_COALESCE_SECONDS: Final = 1.0
 MAX_RETRY_SECONDS: Final = 60.0
 
 
-def compute_used(eq: ElasticQuota, pods: Iterable[Pod]) -> dict[str, int]:
+# The devices of the claims that some of the given pods of a namespace use.
+DevicesOf = Callable[[str, AbstractSet[PodKey]], Mapping[str, int]]
+
+
+def compute_used(
+    eq: ElasticQuota, pods: Iterable[Pod], devices_of: DevicesOf | None = None
+) -> dict[str, int]:
     """Upstream's computeElasticQuotaUsed: Running pods' requests, zero for the
-    resources min and max name (scaled units)."""
+    resources min and max name (scaled units); and the devices of the claims
+    the Running pods use (`devices_of`)."""
     used = dict.fromkeys([*(eq.min or {}), *(eq.max or {})], 0)
+    running: set[PodKey] = set()
     for p in pods:
         if p.phase == "Running":
             add_into(used, p.requests)
+            running.add(p.key)
+    if devices_of is not None and running:
+        add_into(used, devices_of(eq.namespace, running))
     return used
 
 
@@ -68,10 +82,12 @@ class ElasticQuotaStatusWriter:
         quota_of: Callable[[str], ElasticQuota | None],
         pods_of: Callable[[str], Iterable[Pod]],
         coalesce_seconds: float = STATUS_COALESCE_SECONDS,
+        devices_of: DevicesOf | None = None,
     ) -> None:
         self.handle = handle
         self.quota_of = quota_of
         self.pods_of = pods_of
+        self.devices_of = devices_of
         self.coalesce_seconds = coalesce_seconds
         self._dirty: set[str] = set()
         self._written: dict[str, dict[str, int]] = {}
@@ -94,7 +110,7 @@ class ElasticQuotaStatusWriter:
             if eq is None:
                 self._written.pop(ns, None)
                 continue
-            used = compute_used(eq, self.pods_of(ns))
+            used = compute_used(eq, self.pods_of(ns), self.devices_of)
             if self._written.get(ns) == used or (ns not in self._written and eq.used == used):
                 continue
             self._written[ns] = used
