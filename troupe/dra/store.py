@@ -118,8 +118,10 @@ class DeviceStore:
         self._pools: dict[tuple[str, str], set[str]] = {}  # (driver, pool) -> slice names
         # Devices in use by allocated claims (as readers see them) -> claim keys.
         self._in_use: dict[DeviceID, set[str]] = {}
-        # Claim key -> the devices indexed for it (and whether as a share).
-        self._indexed: dict[str, list[tuple[DeviceID, bool]]] = {}
+        # Claim key -> the versions of it whose allocations are indexed (the
+        # API's, the assumed one): what to take out again, without a copy of
+        # their device ids per claim.
+        self._indexed: dict[str, tuple[ResourceClaim, ...]] = {}
         # Devices claims share (consumable capacity) -> claim key -> what each
         # of its shares takes.
         self._shared: dict[DeviceID, dict[str, list[Mapping[str, Fraction]]]] = {}
@@ -643,27 +645,33 @@ class DeviceStore:
         """Index the devices the claim holds: those its API version allocates
         and those of the version assumed over it (a device either holds is in
         use)."""
-        for d, shared in self._indexed.pop(key, ()):
-            if shared:
-                shares = self._shared.get(d)
-                if shares is not None:
-                    shares.pop(key, None)
-                    if not shares:
-                        del self._shared[d]
-            else:
-                users = self._in_use.get(d)
-                if users is not None:
-                    users.discard(key)
-                    if not users:
-                        del self._in_use[d]
-            if self._counters:
-                self._counters.pop((d.driver, d.pool), None)
-        indexed: list[tuple[DeviceID, bool]] = []
+        for c in self._indexed.pop(key, ()):
+            for r in c.allocation.results if c.allocation is not None else ():
+                if r.admin_access:
+                    continue
+                d = r.device_id
+                if r.share_id:
+                    shares = self._shared.get(d)
+                    if shares is not None:
+                        shares.pop(key, None)
+                        if not shares:
+                            del self._shared[d]
+                else:
+                    users = self._in_use.get(d)
+                    if users is not None:
+                        users.discard(key)
+                        if not users:
+                            del self._in_use[d]
+                if self._counters:
+                    self._counters.pop((d.driver, d.pool), None)
+        held = tuple(
+            c
+            for c in (self._claims.get(key), self._assumed.get(key))
+            if c is not None and c.allocation is not None
+        )
         seen: set[tuple[DeviceID, str]] = set()
-        for c in (self._claims.get(key), self._assumed.get(key)):
-            if c is None or c.allocation is None:
-                continue
-            for r in c.allocation.results:
+        for c in held:
+            for r in c.allocation.results if c.allocation is not None else ():
                 d = r.device_id
                 if r.admin_access or (d, r.share_id) in seen:
                     continue
@@ -672,9 +680,7 @@ class DeviceStore:
                     self._shared.setdefault(d, {}).setdefault(key, []).append(r.consumed)
                 else:
                     self._in_use.setdefault(d, set()).add(key)
-                if (d, bool(r.share_id)) not in indexed:
-                    indexed.append((d, bool(r.share_id)))
                 if self._counters:
                     self._counters.pop((d.driver, d.pool), None)
-        if indexed:
-            self._indexed[key] = indexed
+        if held:
+            self._indexed[key] = held
