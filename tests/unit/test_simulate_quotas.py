@@ -15,6 +15,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.unit.test_metrics import lint
 from troupe.cli import main
 from troupe.config import default_config, parse_config
 from troupe.config.types import SchedulerConfig
@@ -174,10 +175,10 @@ def test_quota_metrics_used_min_max_and_reclaim_victims() -> None:
     got = samples(metrics)
     a, b = quota_labels("team-a"), quota_labels("team-b")
     assert got[("scheduler_elastic_quota_used", a)] == 2
-    assert got[("scheduler_elastic_quota_min", a)] == 1
-    assert got[("scheduler_elastic_quota_max", a)] == 4
+    assert got[("scheduler_elastic_quota_minimum", a)] == 1
+    assert got[("scheduler_elastic_quota_maximum", a)] == 4
     assert got[("scheduler_elastic_quota_used", b)] == 2
-    assert got[("scheduler_elastic_quota_min", b)] == 3
+    assert got[("scheduler_elastic_quota_minimum", b)] == 3
     victims = "scheduler_elastic_quota_reclaim_victims_total"
     assert got[(victims, (("name", "team-a"), ("namespace", "team-a")))] == 2
     assert got[(victims, (("name", "team-b"), ("namespace", "team-b")))] == 0
@@ -192,7 +193,7 @@ def test_quota_metrics_are_read_at_scrape_time_in_each_unit() -> None:
     got = samples(metrics)
     assert got[("scheduler_elastic_quota_used", quota_labels("team-a"))] == 2
     # An unlimited resource (max leaves it out) has no max sample; none used, no used sample.
-    assert ("scheduler_elastic_quota_max", quota_labels("team-a", "memory", "bytes")) not in got
+    assert ("scheduler_elastic_quota_maximum", quota_labels("team-a", "memory", "bytes")) not in got
     assert ("scheduler_elastic_quota_used", quota_labels("team-b")) not in got
 
 
@@ -200,3 +201,12 @@ def test_no_quota_plugin_no_quota_metrics() -> None:
     metrics = Metrics()
     run(simulation(OVER_MAX, default_config(IN_TREE), metrics=metrics))
     assert not any(name.startswith("scheduler_elastic_quota") for name, _ in samples(metrics))
+
+
+def test_quota_families_lint_clean() -> None:
+    """promtool's rules (tests/unit/test_metrics.py's lint) on the quota families."""
+    metrics = Metrics()
+    run(simulation(RECLAIM, quota_config(), metrics=metrics))
+    text = metrics.render().decode()
+    assert "scheduler_elastic_quota_reclaim_victims_total" in text
+    assert lint(text) == []

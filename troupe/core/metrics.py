@@ -14,7 +14,8 @@ its own): a quota plugin registers a source (`add_quota_source`) whose frozen
 copy is read at each scrape by a collector of this registry, so the figures
 are the plugin's own at that moment and cost nothing per cycle. Names follow
 kube-scheduler's (`scheduler_` prefix) and its resource metrics' labels
-(`resource`, `unit`: cpu in cores, memory in bytes).
+(`resource`, `unit`: cpu in cores, memory in bytes); min and max are spelled
+out (`_minimum`, `_maximum`: promtool reads `_min` as minutes).
 
 `health` holds the named checks behind the health endpoints; the port that
 serves /metrics (`render`), the health endpoints and /debug/explain is
@@ -105,12 +106,12 @@ class _QuotaCollector:
                 labels=labels,
             ),
             "min": GaugeMetricFamily(
-                "scheduler_elastic_quota_min",
+                "scheduler_elastic_quota_minimum",
                 "An ElasticQuota's spec.min (guaranteed), by resource.",
                 labels=labels,
             ),
             "max": GaugeMetricFamily(
-                "scheduler_elastic_quota_max",
+                "scheduler_elastic_quota_maximum",
                 "An ElasticQuota's spec.max (the most it may borrow up to), by resource.",
                 labels=labels,
             ),
@@ -329,7 +330,7 @@ class Metrics:
 
     def add_quota_source(self, source: QuotaSource) -> None:
         """Report the elastic quotas `source` returns (a quota plugin, once per
-        instance) as scheduler_elastic_quota_{used,min,max} and
+        instance) as scheduler_elastic_quota_{used,minimum,maximum} and
         scheduler_elastic_quota_reclaim_victims_total."""
         self._quotas.sources.append(source)
 
