@@ -141,6 +141,8 @@ class DryRun:
             return False
         snap, isolated, vectors = self.snap, self.isolated, self.vectors
         got = [vectors.get(p, snap, isolated) for p in lower]
+        for v in got:
+            units.known_start(v[0].key, v[4][2])  # importance's third item: the start
         got.sort(key=lambda v: units.importance(v[0]))
         victims = [v[0] for v in got]
         whole = [units.whole_group(p) for p in victims]

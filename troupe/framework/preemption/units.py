@@ -18,7 +18,8 @@ earlier start (the unit's oldest pod); then the name. The dry runs reprieve the
 most important unit first, and a candidate lists its victims in that order.
 
 `Units` answers for one preemption attempt and remembers each group's answer
-for the attempt (the cluster does not change during it).
+and each pod's start for the attempt (the cluster does not change during it);
+the dry runs give it the starts they keep across attempts (`known_start`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Units:
     Members on their way out (deleting, or chosen by an earlier preemption:
     `victims_of`) are not placed."""
 
-    __slots__ = ("_classes", "_groups", "_lister", "_victims_of")
+    __slots__ = ("_classes", "_groups", "_lister", "_starts", "_victims_of")
 
     def __init__(
         self,
@@ -64,6 +65,17 @@ class Units:
         self._classes = classes
         self._victims_of = victims_of
         self._groups: dict[GroupKey, _Group | None] = {}
+        self._starts: dict[PodKey, float] = {}
+
+    def known_start(self, key: PodKey, start: float) -> None:
+        """The pod's start time, already read (saves reading it again)."""
+        self._starts[key] = start
+
+    def _start(self, pod: Pod) -> float:
+        t = self._starts.get(pod.key)
+        if t is None:
+            t = self._starts[pod.key] = start_time(pod)
+        return t
 
     def _group(self, g: GroupKey) -> _Group | None:
         if g in self._groups:
@@ -80,7 +92,7 @@ class Units:
                 and not q.deleting
                 and q.key not in self._victims_of
             ]
-            members.sort(key=lambda q: (start_time(q), q.key))
+            members.sort(key=lambda q: (self._start(q), q.key))
             info = _Group(
                 pg.resolved_priority(self._classes),
                 pg.disruption_mode == DISRUPTION_ALL,
@@ -122,13 +134,13 @@ class Units:
     def importance(self, pod: Pod) -> Importance:
         """The sort key of the pod's unit, most important first, then of the pod
         within it (upstream's MoreImportantVictim over units)."""
-        start = start_time(pod)
+        start = self._start(pod)
         g = pod.group_key
         if g is None:
             return (-pod.priority, -RANK_POD, -1, start, str(pod.key), start, pod.key)
         info = self._group(g)
         if info is not None and info.whole and info.members:
-            earliest = min(start, start_time(info.members[0]))
+            earliest = min(start, self._start(info.members[0]))
             size = max(len(info.members), 1)
             return (-self.unit_priority(g), -RANK_POD_GROUP, -size, earliest, g, start, pod.key)
         prio = self.priority(pod)
