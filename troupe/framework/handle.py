@@ -91,7 +91,7 @@ class Handle:
     activate: Callable[[Iterable[PodKey]], None] = lambda keys: None
     # Compute the queue sort key again for these pods if they wait in the activeQ
     # (a QueueSort plugin whose key reads state that changed).
-    resort: Callable[[Iterable[PodKey]], None] = lambda keys: None
+    resort: Callable[[Iterable[PodKey]], object] = lambda keys: None
     # Plugins append watchers in `new()`; see EventWatcher.
     watchers: list[EventWatcher] = field(default_factory=list)
     # Nominated pods (preemptors waiting for the room they freed).
