@@ -125,3 +125,61 @@ def test_kubectl_get_elasticquota_shows_used_min_and_max(tmp_path: Path) -> None
             "map[cpu:2]",
         )
         assert table(kubectl("get", "eq", "-n", "team-a"))[0]["NAME"] == "team-a"
+
+
+def test_a_gang_is_admitted_only_if_its_quorum_fits_the_quota(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """Beyond scheduler-plugins: a gang of 3 pods of 1 cpu under max 2 cpu is
+    refused whole (each member alone would fit), its reason naming the quota,
+    and nothing of it is charged: a gang of 2 then runs."""
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    for i in range(2):
+        api.create(make_node(f"n{i}").capacity(cpu=4, memory="4Gi", pods=10).obj())
+    api.create(QUOTA)
+    api.create(LENDER)
+
+    def gang(name: str, members: int) -> list[str]:
+        api.create(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "team-a"},
+                "spec": {"minMember": members},
+            }
+        )
+        names = []
+        for i in range(members):
+            obj = make_pod(f"{name}-{i}", "team-a").req(cpu="1").group(name).obj()
+            obj["metadata"].pop("uid", None)
+            api.create(obj)
+            names.append(f"{name}-{i}")
+        return names
+
+    def reason(name: str) -> str:
+        p = api.get("pods", "team-a", name) or {}
+        conds = (p.get("status") or {}).get("conditions") or []
+        return next((c.get("message", "") for c in conds if c["type"] == "PodScheduled"), "")
+
+    with Troupe(tmp_path, kubeconfig=kubeconfig, config=CONFIG) as t:
+        t.wait_ready()
+        big = gang("big", 3)
+        message = until(
+            lambda: m if "pods fit" in (m := reason(big[0])) else "",
+            what="the refused gang's reason (after its members are all created)",
+        )
+        assert 'PodGroup "team-a/big": 2 of minMember 3 pods fit' in message
+        assert "because ElasticQuota team-a is more than Max" in message
+        assert all(node_of(api, n, "team-a") is None for n in big)
+        small = gang("small", 2)
+        until(
+            lambda: all(node_of(api, n, "team-a") for n in small),
+            what="the gang that fits the quota bound",
+        )
+        for n in small:
+            p = api.get("pods", "team-a", n)
+            assert p is not None
+            p["status"] = {"phase": "Running"}
+            api.apply(p)
+        until(lambda: used(api) == {"cpu": "2"}, what="status.used written")
+        assert all(node_of(api, n, "team-a") is None for n in big)
