@@ -276,3 +276,54 @@ def test_a_lone_pod_prefers_the_node_where_no_whole_group_goes() -> None:
     out = run([*nodes, native_gang("v", 1, disruptionMode={"all": {}}), *members, other, lone])
     assert {k for k, v in out["pods"].items() if v.get("preemptedBy")} == {"default/other"}
     assert out["pods"]["default/lone"]["node"] == "n1"
+
+
+def test_a_unit_is_reprieved_whole_or_not_at_all() -> None:
+    # n0 (3 cpu) holds a group of two that goes whole and a lone pod, all of
+    # priority 10; the preemptor needs 2 cpu. The group (a PodGroup, so more
+    # important) is tried first: one member fits back, the second does not, so
+    # both go and the lone pod stays (default_preemption.go's reprieveVictim).
+    members = [native_member("g", i, 1, 10, "n0") for i in range(2)]
+    other = make_pod("other").req(cpu="1").priority(10).node("n0").phase("Running").obj()
+    high = make_pod("high").req(cpu="2").priority(100).obj()
+    out = run([cpu_node("n0", 3), whole("g", 10), *members, other, high])
+    assert {k for k, v in out["pods"].items() if v.get("preemptedBy")} == {
+        "default/g-0",
+        "default/g-1",
+    }
+    assert out["pods"]["default/high"]["node"] == "n0"
+
+
+def test_a_units_pdb_violations_count_every_member() -> None:
+    # upstream's FilterVictimsWithPDBViolation: "podgroup victim with multiple
+    # pods, all violating". n0 holds one member of a group of priority 5 that
+    # goes whole (its other member on n2), n1 a lone pod of priority 10; no
+    # budget allows a disruption. Counting both members, n0's candidate violates
+    # two budgets' pods and n1's one: n1 wins (counting only n0's member, the
+    # tie would go to n0's lower priority).
+    h = Harness(nodes=3, cpu="1")
+
+    async def go() -> None:
+        h.s.on_pod_group(whole("g", 5))
+        for i, n in ((0, "n0"), (1, "n2")):
+            obj = native_member("g", i, 1, 5, n)
+            obj["metadata"]["labels"] = {"app": "g"}
+            h.add(obj)
+        h.running("other", "n1", "1", 10)
+        h.cluster.pods[PodKey("default/other")]["metadata"]["labels"] = {"app": "other"}
+        h.s.on_pod(h.cluster.pods[PodKey("default/other")])
+        for app in ("g", "other"):
+            h.s.on_pdb(
+                {
+                    "metadata": {"name": app, "namespace": "default"},
+                    "spec": {"selector": {"matchLabels": {"app": app}}},
+                    "status": {"disruptionsAllowed": 0},
+                }
+            )
+        high = h.add(make_pod("high").req(cpu="1").priority(100).obj())
+        await h.drain()
+        assert [k for k, _ in h.cluster.deletions] == ["default/other"]
+        await h.advance(30)
+        assert h.node_of(high) == "n1"
+
+    asyncio.run(go())
