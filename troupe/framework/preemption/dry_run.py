@@ -161,7 +161,7 @@ class DryRun:
             bad, _ = split_by_pdb_violation(spent, self.pdbs)
             if bad:
                 violating = {p.key for p in bad}
-                bad_units: set[str] = {u or p.key for p in bad for u in (units.whole_group(p),)}
+                bad_units: set[str] = {units.whole_group(p) or p.key for p in bad}
                 is_bad = [(u or p.key) in bad_units for p, u in zip(victims, whole, strict=True)]
                 order = [i for i, b in enumerate(is_bad) if b]
                 order += [i for i, b in enumerate(is_bad) if not b]
