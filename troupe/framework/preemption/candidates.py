@@ -2,10 +2,10 @@
 framework/preemption Candidate and pickOneNodeForPreemption; facts carried
 over, code not).
 
-A `Candidate` is a node and the pods to evict there, most important first
-(`importance`, upstream's MoreImportantPod with a gang's member before a lone
-pod at equal priority). `pick_one` ranks candidates by kube-scheduler's
-criteria, or by the ordered score functions a preemption plugin gives
+A `Candidate` is a node and the pods to evict for it (there, and the members
+of a whole PodGroup elsewhere), most important unit first
+(`units.Units.importance`, upstream's MoreImportantVictim). `pick_one` ranks
+candidates by kube-scheduler's criteria, or by the ordered score functions a preemption plugin gives
 (`Interface.ordered_score_funcs`), then by the order they were found.
 """
 
@@ -35,9 +35,11 @@ def start_time(pod: Pod) -> float:
 
 
 def importance(pod: Pod) -> tuple[int, int, float, PodKey]:
-    """Sort key, most important first (upstream's MoreImportantPod: higher priority,
-    then earlier start); at equal priority a gang's member before a lone pod, so
-    that a lone pod is evicted rather than a gang broken."""
+    """A pod's own sort key, most important first (upstream's MoreImportantPod:
+    higher priority, then earlier start; at equal priority a group's member
+    before a lone pod), kept per pod by the dry runs. Victims are ordered by
+    their unit's importance (`units.Units.importance`), which agrees with this
+    for pods outside groups."""
     return (-pod.priority, 0 if pod.group_key is not None else 1, start_time(pod), pod.key)
 
 
