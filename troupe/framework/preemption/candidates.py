@@ -5,8 +5,9 @@ over, code not).
 A `Candidate` is a node and the pods to evict for it (there, and the members
 of a whole PodGroup elsewhere), most important unit first
 (`units.Units.importance`, upstream's MoreImportantVictim). `pick_one` ranks
-candidates by kube-scheduler's criteria, or by the ordered score functions a preemption plugin gives
-(`Interface.ordered_score_funcs`), then by the order they were found.
+candidates by kube-scheduler's criteria, or by the ordered score functions a
+preemption plugin gives (`Interface.ordered_score_funcs`), then by the order
+they were found.
 """
 
 from __future__ import annotations
