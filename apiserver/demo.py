@@ -17,7 +17,18 @@ a PV on that node, bound to it, as a CSI provisioner and the PV controller would
 do; the pod waiting for it at PreBind is then bound. Nor does a resourceclaim
 controller, so the demo plays that too (`create_claims`): a pod's claim from a
 ResourceClaimTemplate is created and recorded in the pod's status, and Troupe
-then allocates a device of the demo's fake GPU driver for it. It prints the curl
+then allocates a device of the demo's fake GPU driver for it.
+
+Its second part (manifests/examples/demo-quotas.yaml) shows quotas: two teams
+share a node under ElasticQuotas, scheduled by a second profile,
+troupe-quotas, with scheduler-plugins' CapacityScheduling profile (the demo's
+configuration unless --config gives one). team-a borrows beyond its min; the
+pods annotated `demo.troupe.dev/after: bound` (team-b's) are created once
+everything else is decided, and reclaim team-b's min from team-a: the demo
+says which pods were preempted and each quota's status.used as Troupe writes
+it. For that it plays the kubelet for the teams' pods (a bound pod of a
+namespace with a quota becomes Running: status.used counts Running pods, as
+scheduler-plugins' controller). It prints the curl
 command that reads Troupe's metrics (HTTPS, with the token of a user the embedded
 server's RBAC lets read /metrics). With --keep-running it
 stays up so you can look with kubectl (`kubectl --kubeconfig <file> get pods -A -o wide`).
@@ -40,6 +51,26 @@ from troupe.tools.simulate import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "manifests" / "examples" / "demo-cluster.yaml"
+QUOTAS = ROOT / "manifests" / "examples" / "demo-quotas.yaml"
+# Pods created only once everything else is bound or has a reason.
+AFTER = "demo.troupe.dev/after"
+# The demo's profiles: the default one, and scheduler-plugins' CapacityScheduling
+# profile for the teams' pods.
+CONFIG: dict[str, Any] = {
+    "profiles": [
+        {"schedulerName": "troupe-scheduler"},
+        {
+            "schedulerName": "troupe-quotas",
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "CapacityScheduling"}]},
+                "postFilter": {
+                    "enabled": [{"name": "CapacityScheduling"}],
+                    "disabled": [{"name": "*"}],
+                },
+            },
+        },
+    ]
+}
 ORDER = (
     "Namespace",
     "PriorityClass",
@@ -54,6 +85,7 @@ ORDER = (
     "ResourceClaimTemplate",
     "ResourceClaim",
     "PodGroup",
+    "ElasticQuota",
     "Pod",
 )
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
@@ -79,6 +111,11 @@ def load(srv: ApiServer, objects: list[dict[str, Any]]) -> None:
     for ns in sorted(namespaces - {"default", "kube-system"}):
         if srv.get("namespaces", None, ns) is None:
             srv.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    create(srv, objects)
+
+
+def create(srv: ApiServer, objects: list[dict[str, Any]]) -> None:
+    """Create the objects kind by kind, in the order of `ORDER`."""
     for kind in ORDER:
         for obj in objects:
             if obj.get("kind") == kind:
@@ -88,6 +125,42 @@ def load(srv: ApiServer, objects: list[dict[str, Any]]) -> None:
                     md.pop(k, None)  # the API server assigns these
                 o["metadata"] = md
                 srv.create(o)
+
+
+def held(obj: dict[str, Any]) -> bool:
+    """Whether the demo creates the object only once the rest is decided."""
+    return bool(((obj.get("metadata") or {}).get("annotations") or {}).get(AFTER))
+
+
+def run_quota_pods(srv: ApiServer) -> None:
+    """Play the kubelet for the pods of namespaces with an ElasticQuota: bound,
+    they are Running."""
+    spaces = {q["metadata"]["namespace"] for q in srv.objects("elasticquotas")}
+    for pod in srv.objects("pods"):
+        st = pod.get("status") or {}
+        if (
+            pod["metadata"].get("namespace") in spaces
+            and (pod.get("spec") or {}).get("nodeName")
+            and st.get("phase") != "Running"
+        ):
+            pod["status"] = {**st, "phase": "Running"}
+            srv.apply(pod)
+
+
+def quotas(srv: ApiServer) -> dict[str, str]:
+    """Each ElasticQuota's status.used, min and max in one line."""
+
+    def shown(m: Any) -> str:
+        return ", ".join(f"{r} {q}" for r, q in sorted((m or {}).items())) or "-"
+
+    out = {}
+    for q in srv.objects("elasticquotas"):
+        md, spec = q["metadata"], q.get("spec") or {}
+        used = (q.get("status") or {}).get("used")
+        out[f"{md['namespace']}/{md['name']}"] = (
+            f"used {shown(used)} (min {shown(spec.get('min'))}; max {shown(spec.get('max'))})"
+        )
+    return out
 
 
 def provision(srv: ApiServer) -> list[str]:
@@ -240,7 +313,9 @@ def describe_group(status: dict[str, Any]) -> str:
 
 
 def demo(args: argparse.Namespace) -> int:
-    objects = load_objects([str(args.file)])
+    objects = load_objects([str(args.file), *(str(f) for f in args.also)])
+    later = [o for o in objects if held(o)]
+    objects = [o for o in objects if not held(o)]
     srv = ApiServer(port=args.port or 0, native_podgroups=NATIVE_VERSION)
     with srv.start_in_thread(), tempfile.TemporaryDirectory(prefix="troupe-demo-") as tmp:
         work = Path(tmp)
@@ -250,7 +325,7 @@ def demo(args: argparse.Namespace) -> int:
         )
         say(f"Embedded Kubernetes API: {srv.url}")
         say(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
-        config: dict[str, Any] = {}
+        config: dict[str, Any] = CONFIG
         if args.config:
             config = yaml.safe_load(Path(args.config).read_text()) or {}
         token = metrics_reader(srv, "demo-viewer")
@@ -271,6 +346,8 @@ def demo(args: argparse.Namespace) -> int:
         say(f"Starting: troupe run --kubeconfig {kubeconfig}")
         seen_pods: dict[str, tuple[bool, str]] = {}
         seen_groups: dict[str, dict[str, Any]] = {}
+        seen_quotas: dict[str, str] = {}
+        preempted: list[str] = []
         quiet = 0.0
         deadline = time.monotonic() + args.timeout
         with troupe:
@@ -283,7 +360,14 @@ def demo(args: argparse.Namespace) -> int:
                 for what in create_claims(srv):
                     say(f"  resourceclaim controller: {what}")
                     changed = True
+                run_quota_pods(srv)
                 pods, groups = snapshot(srv)
+                for key in sorted(seen_pods.keys() - pods.keys()):
+                    # only the scheduler deletes pods here: a preemption's victim
+                    say(f"  pod {key:<28} preempted (deleted)")
+                    del seen_pods[key]
+                    preempted.append(key)
+                    changed = True
                 for key, (bound, where) in sorted(pods.items()):
                     if seen_pods.get(key) != (bound, where):
                         seen_pods[key] = (bound, where)
@@ -296,10 +380,19 @@ def demo(args: argparse.Namespace) -> int:
                         say(f"  podgroup {key:<23} {describe_group(st)}")
                         seen_groups[key] = st
                         changed = True
+                for key, line in sorted(quotas(srv).items()):
+                    if seen_quotas.get(key) != line:
+                        say(f"  elasticquota {key:<19} {line}")
+                        seen_quotas[key] = line
+                        changed = True
                 quiet = 0.0 if changed else quiet + 0.25
                 decided = bool(seen_pods) and all(
                     b or w != "pending" for b, w in seen_pods.values()
                 )
+                if decided and later and quiet >= 1.0:
+                    say("Creating the pods held back: " + ", ".join(_key(o) for o in later))
+                    create(srv, later)
+                    later, quiet, decided = [], 0.0, False
                 if not args.keep_running and (
                     (decided and quiet >= 3.0) or time.monotonic() > deadline
                 ):
@@ -313,8 +406,14 @@ def demo(args: argparse.Namespace) -> int:
                 say(f"troupe run failed: {lines[-1] if lines else f'exit status {status}'}")
                 return 1
         bound = sum(1 for b, _ in seen_pods.values() if b)
-        say(f"{bound} of {len(seen_pods)} pods bound; the rest say why they wait.")
+        gone = f", {len(preempted)} preempted" if preempted else ""
+        say(f"{bound} of {len(seen_pods)} pods bound{gone}; the rest say why they wait.")
         return 0 if bound and status == 0 else 1
+
+
+def _key(o: dict[str, Any]) -> str:
+    md = o.get("metadata") or {}
+    return f"{md.get('namespace') or 'default'}/{md.get('name')}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +421,13 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("file", nargs="?", default=EXAMPLE, type=Path)
+    ap.add_argument(
+        "--also",
+        nargs="*",
+        default=[QUOTAS],
+        type=Path,
+        help="more objects to load (default: the quota part; none: --also)",
+    )
     ap.add_argument("--config", default=None)
     ap.add_argument("--port", type=int, default=None, help="API server port (default: any)")
     ap.add_argument("--metrics-port", type=int, default=10259)
