@@ -447,7 +447,7 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
     assert demo.main(["--metrics-port", str(free_port()), "--timeout", "60"]) == 0
     out = capsys.readouterr().out
     assert "Starting: troupe run --kubeconfig" in out
-    assert "14 of 19 pods bound" in out
+    assert "17 of 22 pods bound, 2 preempted" in out
     # the WaitForFirstConsumer claim: Troupe picks the node, the demo's provisioner
     # makes the PV there, and the pod is bound to that node
     prov = re.search(r"provisioner: shop/db-data -> PV pvc-\S+ on (\S+)", out)
@@ -467,6 +467,16 @@ def test_make_demo_binds_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
         "podgroup ml/ring (scheduling.k8s.io) PodGroupInitiallyScheduled=True reason=Scheduled"
         in out
     )
+    # quotas: team-a borrows beyond its min, team-b's pod comes later and reclaims
+    # its min from team-a (two victims), and both quotas' status.used say so
+    a_used = "elasticquota team-a/team-a       used cpu {}, memory {}Gi (min cpu 1, memory 4Gi;"
+    assert a_used.format(4, 4) in out, out
+    later = out[out.index("Creating the pods held back: team-b/train") :]
+    assert "because total ElasticQuota used is more than min" in later
+    assert len(re.findall(r"pod team-a/batch-\d +preempted \(deleted\)$", later, re.M)) == 2
+    assert re.search(r"pod team-b/train +-> shared-1$", later, re.M), out
+    assert a_used.format(2, 2) in later
+    assert "elasticquota team-b/team-b       used cpu 2, memory 2Gi" in later
 
 
 def test_client_connection_kubeconfig_from_the_config_file_binds_a_later_pod(
