@@ -25,6 +25,7 @@ from tests.unit.dra_helpers import (
 )
 from tests.unit.plugins.test_capacity_scheduling import PROFILE, Cluster, plugin
 from troupe.config import parse_config
+from troupe.framework.cycle_state import CycleState
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.simulate import Simulation, SimulationResult
 
@@ -199,6 +200,42 @@ def test_a_restart_counts_allocated_claims_once_from_the_api() -> None:
         assert not h.node_of(p)
         assert MORE_THAN_MAX in h.reason(p)
         # The pods sharing the claim end: the claim no longer counts.
+        for name in ("a", "b"):
+            obj = copy.deepcopy(h.cluster.pods[f"default/{name}"])
+            obj["status"]["phase"] = "Succeeded"
+            h.s.on_pod(obj)
+        assert info.used.get(GPU, 0) == 0
+
+    asyncio.run(go())
+
+
+def test_a_gang_plans_release_of_a_victim_is_undone_with_its_claims() -> None:
+    """The victims a gang's preemption plan takes stop counting, their claims'
+    devices with them, and count again, claims included, when the plan ends."""
+    h = Cluster(nodes=1, cpu="16")
+
+    async def go() -> None:
+        h.s.events.on_dra_object("DeviceClass", device_class(extended=GPU))
+        h.s.events.on_dra_object("ResourceClaim", allocated_claim("shared", ["gpu-0", "gpu-1"]))
+        h.quota("default", {"cpu": 64, GPU: 3}, {"cpu": 64, GPU: 3})
+        keys = []
+        for name in ("a", "b"):
+            obj = pod(name, claim="shared")
+            obj["spec"]["nodeName"] = "n0"
+            obj["status"] = {"phase": "Running"}
+            keys.append(h.add(obj))
+        await h.drain()
+        cs = plugin(h.s)
+        info = cs.quotas.infos["default"]
+        before = dict(info.used)
+        victims = [p for k in keys if (p := h.s.cache.pod(k)) is not None]
+        assert len(victims) == 2
+        undo = cs.release(CycleState(), victims[0], victims)
+        assert undo is not None
+        assert info.used.get(GPU, 0) == 0 and info.used.get("cpu", 0) == 0
+        undo()
+        assert info.used == before
+        # the claim is counted once again: its pods end, and it stops counting
         for name in ("a", "b"):
             obj = copy.deepcopy(h.cluster.pods[f"default/{name}"])
             obj["status"]["phase"] = "Succeeded"

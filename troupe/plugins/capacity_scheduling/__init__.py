@@ -572,12 +572,13 @@ class CapacityScheduling(
         ]
         if not gone:
             return None
+        claims = [q.claims_of(p.key, p.namespace) for p in gone]
         for p in gone:
             q.delete_pod(p)
 
         def undo() -> None:
-            for p in gone:
-                q.add_pod(p)
+            for p, c in zip(gone, claims, strict=True):
+                q.add_pod(p, c)
 
         return undo
 

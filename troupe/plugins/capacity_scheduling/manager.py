@@ -324,6 +324,11 @@ class QuotaManager:
                 add_into(out, use.amounts)
         return out
 
+    def claims_of(self, pod: PodKey, namespace: str) -> dict[str, Resources]:
+        """The counted claims a counted pod uses, with their devices."""
+        table = self._claims.get(namespace, {})
+        return {k: table[k].amounts for k in self._claims_of.get(pod, ()) if k in table}
+
     def has_claims(self) -> bool:
         return bool(self._claims)
 
