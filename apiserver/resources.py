@@ -206,9 +206,11 @@ ELASTICQUOTA: Final = Resource(
 )
 
 # Kubernetes' own PodGroup (scheduling.k8s.io; GenericWorkload), built in, with
-# a status subresource. A server serves one of its versions (see Store); pods'
-# spec.schedulingGroup passes through as any other field.
-NATIVE_PODGROUP_VERSIONS: Final = ("v1alpha2", "v1beta1")
+# a status subresource: v1alpha2 as Kubernetes 1.36 serves it, v1beta1 and
+# v1alpha3 as 1.37 does (k8s.io/api scheduling/; 1.37 removed v1alpha2). A
+# server serves one of its versions (see Store); pods' spec.schedulingGroup
+# passes through as any other field.
+NATIVE_PODGROUP_VERSIONS: Final = ("v1alpha2", "v1alpha3", "v1beta1")
 
 
 def native_podgroups(version: str) -> Resource:

@@ -93,7 +93,7 @@ class ApiServer:
     Arguments: `host`, `port` (0: any free port); `tls` serves HTTPS with a throwaway
     trustme CA (`ca_pem_path`); `token` requires that bearer token (else 401);
     `podgroups` pre-registers scheduling.x-k8s.io/v1alpha1 podgroups (otherwise apply
-    the CRD); `native_podgroups` ("v1alpha2" or "v1beta1") serves Kubernetes' own
+    the CRD); `native_podgroups` ("v1alpha2", "v1alpha3" or "v1beta1") serves Kubernetes' own
     scheduling.k8s.io PodGroups in that version, as a cluster with GenericWorkload;
     `log_size` bounds each resource's event log (older resumes get 410);
     `strict_namespaces` answers 404 for objects in a namespace that does not exist;

@@ -44,7 +44,11 @@ def condition(api: ApiServer, name: str) -> dict[str, Any] | None:
 
 @pytest.mark.parametrize(
     ("version", "ctype"),
-    [("v1beta1", "PodGroupInitiallyScheduled"), ("v1alpha2", "PodGroupScheduled")],
+    [
+        ("v1beta1", "PodGroupInitiallyScheduled"),
+        ("v1alpha3", "PodGroupInitiallyScheduled"),
+        ("v1alpha2", "PodGroupScheduled"),
+    ],
 )
 def test_a_native_gang_is_bound_and_its_status_written(
     tmp_path: Path, version: str, ctype: str
@@ -129,6 +133,10 @@ async def _discover(*versions: str) -> tuple[str | None, ApiServer, KubeClient]:
         (("v1alpha2",), "v1alpha2"),
         (("v1beta1",), "v1beta1"),
         (("v1alpha2", "v1beta1"), "v1beta1"),  # the newer one when both are served
+        # Kubernetes 1.37 serves v1beta1 and v1alpha3 (each behind --runtime-config):
+        (("v1alpha3",), "v1alpha3"),
+        (("v1alpha3", "v1beta1"), "v1beta1"),
+        (("v1alpha2", "v1alpha3"), "v1alpha3"),
     ],
 )
 async def test_discovery_finds_the_version_to_watch(

@@ -46,12 +46,77 @@ def native(
 
 
 def test_a_native_gang_reads_as_a_group_of_min_count() -> None:
-    ref = {"workload": {"workloadName": "job", "podGroupTemplateName": "workers"}}
-    pg = parse_pod_group(native(podGroupTemplateRef=ref, generation=4))
+    ref = {"workloadName": "job", "templateName": "workers"}
+    pg = parse_pod_group(native(workloadRef=ref, generation=4))
     assert isinstance(pg, PodGroup)
     assert (pg.key, pg.min_member, pg.gang, pg.native) == (TRAIN, 3, True, True)
     assert (pg.generation, pg.template_ref) == (4, ("job", "workers"))
     assert pg.min_resources == {} and pg.schedule_timeout_seconds is None
+
+
+# Each version's own fields (k8s.io/api scheduling/v1beta1 and v1alpha3 types.go,
+# Kubernetes 1.37: workloadRef {workloadName, templateName}, disruptionMode an
+# object, preemptionPolicy; v1alpha2, 1.36: podGroupTemplateRef.workload
+# {workloadName, podGroupTemplateName}, disruptionMode a string, no
+# preemptionPolicy). A field of another version is not read, as the API server
+# would have dropped it.
+@pytest.mark.parametrize(
+    ("version", "spec", "want"),
+    [
+        (
+            "v1beta1",
+            {
+                "workloadRef": {"workloadName": "job", "templateName": "workers"},
+                "disruptionMode": {"all": {}},
+                "preemptionPolicy": "Never",
+            },
+            (("job", "workers"), "All", "Never"),
+        ),
+        (
+            "v1alpha3",
+            {
+                "workloadRef": {"workloadName": "job", "templateName": "workers"},
+                "disruptionMode": {"all": {}},
+                "preemptionPolicy": "Never",
+            },
+            (("job", "workers"), "All", "Never"),
+        ),
+        (
+            "v1alpha2",
+            {
+                "podGroupTemplateRef": {
+                    "workload": {"workloadName": "job", "podGroupTemplateName": "workers"}
+                },
+                "disruptionMode": "PodGroup",
+                "preemptionPolicy": "Never",
+            },
+            (("job", "workers"), "All", ""),
+        ),
+        (
+            "v1alpha3",
+            {"podGroupTemplateRef": {"workload": {"workloadName": "job"}}},
+            (None, "Single", ""),
+        ),
+        (
+            "v1alpha2",
+            {"workloadRef": {"workloadName": "job", "templateName": "workers"}},
+            (None, "Single", ""),
+        ),
+    ],
+)
+def test_each_version_is_read_with_its_own_fields(
+    version: str, spec: dict[str, Any], want: tuple[Any, str, str]
+) -> None:
+    pg = parse_pod_group(native(version=version, **spec))
+    assert isinstance(pg, PodGroup), pg
+    assert pg.api_version == f"scheduling.k8s.io/{version}"
+    assert (pg.template_ref, pg.disruption_mode, pg.preemption_policy) == want
+
+
+def test_a_v1alpha3_group_is_scheduled_as_a_v1beta1_one() -> None:
+    pg = parse_pod_group(native(version="v1alpha3", policy={"gang": {"minCount": 2}}))
+    assert isinstance(pg, PodGroup)
+    assert (pg.key, pg.min_member, pg.gang, pg.native) == (TRAIN, 2, True, True)
 
 
 def test_a_basic_group_is_no_gang() -> None:

@@ -696,10 +696,18 @@ def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
 # ---- native PodGroups' preemption fields ---------------------------------------------
 
 
+# The one native version of Kubernetes 1.36 (k8s.io/api scheduling/v1alpha2,
+# removed in 1.37). 1.37's v1beta1 and v1alpha3 PodGroups share one shape;
+# v1alpha2's differs from it: its disruptionMode is a string, not an object; it
+# has no preemptionPolicy; its template is under podGroupTemplateRef.workload,
+# not workloadRef.
+NATIVE_V1ALPHA2: Final = "v1alpha2"
+
+
 def _disruption_mode(spec: Mapping[str, Any], version: str) -> str:
-    """v1alpha2: the string "Pod" (default) or "PodGroup"; v1beta1: an object
-    with exactly one of `single: {}` (default) and `all: {}`."""
-    if version == "v1alpha2":
+    """v1alpha2: the string "Pod" (default) or "PodGroup"; v1beta1 and v1alpha3:
+    an object with exactly one of `single: {}` (default) and `all: {}`."""
+    if version == NATIVE_V1ALPHA2:
         v = get_str(spec, "disruptionMode", "spec.")
         if v not in ("", "Pod", "PodGroup"):
             raise unsupported("spec.disruptionMode", v, ["Pod", "PodGroup"])
@@ -722,9 +730,9 @@ def _group_priority(spec: Mapping[str, Any]) -> tuple[int | None, str]:
 
 
 def _group_preemption_policy(spec: Mapping[str, Any], version: str) -> str:
-    """v1beta1's spec.preemptionPolicy ("" when unset); v1alpha2 has none (the
-    API server drops it, so do we)."""
-    if version != "v1beta1":
+    """v1beta1's and v1alpha3's spec.preemptionPolicy ("" when unset); v1alpha2
+    has none (the API server drops it, so do we)."""
+    if version == NATIVE_V1ALPHA2:
         return ""
     v = get_str(spec, "preemptionPolicy", "spec.")
     if v not in ("", PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER):
@@ -732,9 +740,28 @@ def _group_preemption_policy(spec: Mapping[str, Any], version: str) -> str:
     return v
 
 
+def _template_ref(spec: Mapping[str, Any], version: str) -> tuple[str, str] | None:
+    """The Workload template a native group came from: v1beta1's and v1alpha3's
+    spec.workloadRef {workloadName, templateName}, v1alpha2's
+    spec.podGroupTemplateRef.workload {workloadName, podGroupTemplateName}."""
+    if version == NATIVE_V1ALPHA2:
+        ref = get_map(
+            get_map(spec, "podGroupTemplateRef", "spec."), "workload", "spec.podGroupTemplateRef."
+        )
+        rp, template = "spec.podGroupTemplateRef.workload.", "podGroupTemplateName"
+    else:
+        ref, rp, template = (
+            get_map(spec, "workloadRef", "spec."),
+            "spec.workloadRef.",
+            "templateName",
+        )
+    return (get_str(ref, "workloadName", rp), get_str(ref, template, rp)) if ref else None
+
+
 def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
-    """Kubernetes' PodGroup (scheduling.k8s.io v1alpha2 / v1beta1): exactly one of
-    spec.schedulingPolicy.basic and .gang; gang.minCount >= 1 (required)."""
+    """Kubernetes' PodGroup (scheduling.k8s.io v1beta1, v1alpha3 or v1alpha2):
+    exactly one of spec.schedulingPolicy.basic and .gang; gang.minCount >= 1
+    (required). Fields a version lacks are not read from it."""
     version = api.partition("/")[2]
     if version not in NATIVE_POD_GROUP_VERSIONS:
         raise unsupported(
@@ -758,15 +785,7 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         min_count = n
     else:
         get_map(policy, "basic", sp)  # must be an object
-    ref = get_map(
-        get_map(spec, "podGroupTemplateRef", "spec."), "workload", "spec.podGroupTemplateRef."
-    )
-    rp = "spec.podGroupTemplateRef.workload."
-    template_ref = (
-        (get_str(ref, "workloadName", rp), get_str(ref, "podGroupTemplateName", rp))
-        if ref
-        else None
-    )
+    template_ref = _template_ref(spec, version)
     generation = get_int(md, "generation", "metadata.") or 0
     priority, priority_class_name = _group_priority(spec)
     return PodGroup(
@@ -1074,7 +1093,8 @@ def parse_pod_group(
 ) -> PodGroup | InvalidObject:
     """A scheduler-plugins PodGroup, scheduling.x-k8s.io or the older
     scheduling.sigs.k8s.io group (an object without apiVersion is accepted), or
-    Kubernetes' own, scheduling.k8s.io v1alpha2 or v1beta1 (by its apiVersion)."""
+    Kubernetes' own, scheduling.k8s.io v1beta1, v1alpha3 or v1alpha2 (by its
+    apiVersion)."""
     return _guarded("PodGroup", obj, True, lambda o: _parse_pod_group(o, milli_resources))
 
 

@@ -41,10 +41,11 @@ DEFAULT_MEMORY_REQUEST: Final = 200 * 1024 * 1024
 
 POD_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
-# Kubernetes' own gang API: PodGroups of scheduling.k8s.io (v1alpha2 from 1.36,
-# v1beta1 since), joined through a pod's spec.schedulingGroup.podGroupName.
+# Kubernetes' own gang API: PodGroups of scheduling.k8s.io, joined through a
+# pod's spec.schedulingGroup.podGroupName. Kubernetes 1.36 serves v1alpha2;
+# 1.37 serves v1beta1 and v1alpha3 (both off by default) and no longer v1alpha2.
 NATIVE_POD_GROUP_API: Final = "scheduling.k8s.io"
-NATIVE_POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha2")  # preferred first
+NATIVE_POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha3", "v1alpha2")  # preferred first
 
 
 def pod_group_key(namespace: str, name: str, native: bool = False) -> GroupKey:
@@ -439,8 +440,9 @@ class Node:
 
 
 # How a running group may be disrupted by preemption: one member at a time
-# ("Single": v1alpha2 "Pod", v1beta1 `single: {}`, and every scheduler-plugins
-# group) or only whole ("All": v1alpha2 "PodGroup", v1beta1 `all: {}`).
+# ("Single": v1alpha2 "Pod", v1beta1/v1alpha3 `single: {}`, and every
+# scheduler-plugins group) or only whole ("All": v1alpha2 "PodGroup",
+# v1beta1/v1alpha3 `all: {}`).
 DISRUPTION_SINGLE: Final = "Single"
 DISRUPTION_ALL: Final = "All"
 
@@ -466,8 +468,10 @@ class PodGroup:
     api_version: str = "scheduling.x-k8s.io/v1alpha1"
     gang: bool = True
     generation: int = 0
-    # spec.podGroupTemplateRef.workload of a native group created from a
-    # Workload: (workloadName, podGroupTemplateName), or None.
+    # The Workload template a native group was created from, (workload name,
+    # template name), or None: v1beta1/v1alpha3 spec.workloadRef (workloadName,
+    # templateName), v1alpha2 spec.podGroupTemplateRef.workload (workloadName,
+    # podGroupTemplateName).
     template_ref: tuple[str, str] | None = None
     # Native parity (scheduling.k8s.io only; preemption reads them): spec.priority
     # (None when unset), spec.priorityClassName, the disruption mode

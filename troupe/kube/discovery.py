@@ -13,7 +13,8 @@ from troupe.kube.client import KubeClient
 
 async def discover_native_pod_groups(kube: KubeClient) -> str | None:
     """The scheduling.k8s.io version whose PodGroups to watch, or None (see
-    `discover_version`): v1beta1 before v1alpha2. A cluster without the API
+    `discover_version`): v1beta1, then v1alpha3 (both Kubernetes 1.37's, off
+    by default there), then v1alpha2 (1.36's). A cluster without the API
     (older, or the GenericWorkload gate off) is normal."""
     return await discover_version(
         kube, NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS, "podgroups"

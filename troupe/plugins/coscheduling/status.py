@@ -20,9 +20,9 @@ them (scheduler-plugins #574).
 
 Kubernetes' own PodGroups (scheduling.k8s.io) get the status kube-scheduler
 writes for them (pkg/scheduler/schedule_one_podgroup.go, updatePodGroupCondition;
-the condition types and reasons of k8s.io/api scheduling v1alpha2 and v1beta1):
-one condition, `PodGroupScheduled` in v1alpha2 and `PodGroupInitiallyScheduled`
-in v1beta1,
+the condition types and reasons of k8s.io/api scheduling v1alpha2, v1alpha3 and
+v1beta1): one condition, `PodGroupScheduled` in v1alpha2 and
+`PodGroupInitiallyScheduled` in v1beta1 and v1alpha3,
 
     minCount members placed (bound or assumed)  -> True,  reason Scheduled
     an attempt failed                           -> False, reason Unschedulable
@@ -107,9 +107,11 @@ def compute_status(pg: PodGroup, pods: list[Pod], started: float | None) -> dict
 
 
 # The condition kube-scheduler keeps on a native PodGroup, by API version
-# (k8s.io/api scheduling/v1alpha2 PodGroupScheduled, v1beta1 PodGroupInitiallyScheduled).
+# (k8s.io/api scheduling/v1alpha2 PodGroupScheduled, v1beta1 and v1alpha3
+# PodGroupInitiallyScheduled).
 SCHEDULED_CONDITION: Final = {
     "v1alpha2": "PodGroupScheduled",
+    "v1alpha3": "PodGroupInitiallyScheduled",
     "v1beta1": "PodGroupInitiallyScheduled",
 }
 REASON_SCHEDULED: Final = "Scheduled"
