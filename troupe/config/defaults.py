@@ -22,6 +22,11 @@ from troupe.config.types import (
     ConfigError,
     ProfileConfig,
 )
+from troupe.config.workload import (
+    WORKLOAD_POINTS,
+    apply_workload_profile,
+    read_workload_plugins,
+)
 from troupe.framework.interface import (
     MAX_NODE_SCORE,
     PluginSpec,
@@ -135,8 +140,10 @@ def profile_config(
     )
     percentage = get_int(m, "percentageOfNodesToScore", prefix, 0, 100, strict=True)
 
-    plugins = get_map(m, "plugins", prefix, (MULTI_POINT, *POINTS))
     pp = f"{prefix}plugins"
+    plugins, workload = read_workload_plugins(
+        get_map(m, "plugins", prefix, (MULTI_POINT, *POINTS, *WORKLOAD_POINTS)), f"{pp}.", registry
+    )
     multi = _merge_multi_point(
         defaults,
         _plugin_set(plugins, MULTI_POINT, f"{pp}.", registry),
@@ -157,7 +164,12 @@ def profile_config(
         return PluginSpec(e.name, weight, a, a_path)
 
     specs = MappingProxyType(
-        {point: tuple(spec(e, point) for e in row) for point, row in rows.items()}
+        apply_workload_profile(
+            workload,
+            {point: tuple(spec(e, point) for e in row) for point, row in rows.items()},
+            registry,
+            f"{prefix}pluginConfig",
+        )
     )
     total = sum(s.weight * MAX_NODE_SCORE for s in specs["score"])
     if total > MAX_TOTAL_SCORE:

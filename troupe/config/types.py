@@ -50,6 +50,12 @@ KUBE_SCHEDULER_PLUGINS: Final = frozenset(
         "VolumeBinding",
         "VolumeRestrictions",
         "VolumeZone",
+        # Kubernetes 1.37's workload scheduling (see troupe.config.workload,
+        # which reads them onto Coscheduling) and in-place resize.
+        "GangScheduling",
+        "TopologyPlacementGenerator",
+        "PodGroupPodsCount",
+        "DeferredPodScheduling",
     }
 )
 
