@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Final
 
+from troupe.api.types import NATIVE_POD_GROUP_VERSIONS
 from troupe.framework.features import GATES
 from troupe.framework.interface import EXTENSION_POINTS, implements
 from troupe.plugins.registry import DEFAULT_MULTI_POINT, IN_TREE
@@ -115,3 +116,11 @@ def test_the_gates_troupe_implements_are_done() -> None:
     rows = {name(r[0]): r for r in section("Feature gates")}
     for gate in GATES:
         assert rows[gate][-1].startswith("done"), gate
+
+
+def test_the_api_versions_troupe_reads_are_done() -> None:
+    # k8s.io/api scheduling/ of 1.37: v1beta1 and v1alpha3 (v1alpha2 is 1.36's).
+    rows = {r[0]: r for r in section("API versions")}
+    for version in NATIVE_POD_GROUP_VERSIONS:
+        assert rows[f"`{version}` PodGroup"][-1].startswith("done"), version
+    assert rows["`v1alpha3` CompositePodGroup"][-1] == "not yet"

@@ -5,8 +5,9 @@ Arranged as kube-scheduler's apis/config: `types` (the records), `decode`
 (strict decoding of the file into them, through the typed readers of
 `troupe.api.readers` that the object parsers use too), `defaults` (the
 default plugin sets, multiPoint merged and expanded per extension point),
-`args` (each plugin's arguments and their path) and `validation` (checks
-across profiles). `decode` opens with the file's format and the rules.
+`args` (each plugin's arguments and their path), `workload` (Kubernetes
+1.37's workload-scheduling plugins read onto Coscheduling) and `validation`
+(checks across profiles). `decode` opens with the file's format and the rules.
 """
 
 from troupe.api.yamlio import FAST_PARSER, MAX_YAML_DEPTH, load_yaml_documents

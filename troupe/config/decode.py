@@ -60,7 +60,11 @@ wrong types are errors. Two leniencies: a document without `apiVersion`/`kind`
 is read as v1, and kube-scheduler plugins Troupe does not have
 (`DefaultPreemption`, `VolumeBinding`...) may be disabled or given a
 `pluginConfig` entry, which is then ignored, so that a kube-scheduler
-configuration can be used as it is; enabling one is an error.
+configuration can be used as it is; enabling one is an error. Kubernetes
+1.37's workload-scheduling plugins and plugin sets (GangScheduling,
+TopologyPlacementGenerator, PodGroupPodsCount; placementGenerate,
+placementScore, podGroupPostFilter) are read onto Coscheduling by
+`troupe.config.workload`.
 `leaderElection` (leases only; durations as Go durations) and
 `clientConnection` (kubeconfig, qps, burst; JSON content types only) are
 honored, command-line flags taking precedence. Top-level fields that have no
