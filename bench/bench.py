@@ -4,7 +4,15 @@ Each case runs in its own process (so peak memory is the case's own) with the
 real Scheduler, the in-memory ClusterClient and a virtual clock. The timed
 part starts once nodes and running pods are loaded and the pods to schedule
 are queued, and ends when every one of them is bound: that is the scheduling
-throughput (pods/s) kube-scheduler's scheduler_perf reports.
+throughput (pods/s) kube-scheduler's scheduler_perf reports. Each case also
+reports the CPU time of that part (`cpu_seconds`, `pods_per_cpu_s`), steadier
+than the wall clock on a shared machine.
+
+Quotas: `basic-5000-quotas` and `gang-5000-quotas` are basic-5000 and
+gang-5000 under scheduler-plugins' CapacityScheduling profile with the pods in
+20 namespaces, each with an ElasticQuota that holds them all (the quota's
+cost, nothing refused); `reclaim-5000` has team-a borrowing beyond its min on
+5000 nodes and team-b's pods reclaiming theirs (pods/s and victims).
 
     python -m bench.bench                  # every case
     python -m bench.bench --case basic-5000
@@ -28,7 +36,7 @@ from typing import Any
 
 from bench import workloads
 from troupe.api.types import PodKey
-from troupe.config import default_config
+from troupe.config import default_config, parse_config
 from troupe.core.clock import VirtualClock
 from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.scheduler import Scheduler
@@ -38,6 +46,22 @@ from troupe.tools.volume_sim import VolumeControllers
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn intervalMilliseconds: 200
 CHURN_CHECK_EVERY = 32  # scheduling cycles between two looks at the wall clock
 CHURN_TIMEOUT = 600.0
+
+# scheduler-plugins' documented profile for CapacityScheduling.
+CAPACITY_SCHEDULING = {
+    "profiles": [
+        {
+            "schedulerName": workloads.SCHEDULER,
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "CapacityScheduling"}]},
+                "postFilter": {
+                    "enabled": [{"name": "CapacityScheduling"}],
+                    "disabled": [{"name": "*"}],
+                },
+            },
+        }
+    ]
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +104,15 @@ class Case:
     partitioned: bool = False
     # troupe.explain.enabled: every pod's decision kept for /debug/explain
     explain: bool = False
+    # >0: scheduler-plugins' CapacityScheduling profile, and the measured pods
+    # (and gangs) in this many namespaces, each with an ElasticQuota that holds
+    # all of its pods (min 1/20 of the cluster's cpu, max all of it): the
+    # quota's cost per cycle, nothing refused.
+    quotas: int = 0
+    # Quota reclaim (two teams): team-a's running pods (900m, priority 0)
+    # borrow beyond its min; team-b's measured pods (3 CPUs, priority 0) are
+    # within team-b's min and reclaim it from team-a, whatever the priorities.
+    reclaim: bool = False
 
 
 CASES: dict[str, Case] = {
@@ -91,6 +124,9 @@ CASES: dict[str, Case] = {
         Case("basic-500-per-node", 500, 1000, 2000, per_node=True),
         Case("basic-5000-per-node", 5000, 1000, 1000, per_node=True),
         Case("gang-5000", 5000, 0, 3000, gang_size=3, target_ms_per_group=3.7),
+        Case("basic-5000-quotas", 5000, 1000, 10000, quotas=20),
+        Case("gang-5000-quotas", 5000, 0, 3000, gang_size=3, quotas=20),
+        Case("reclaim-5000", 5000, 15000, 10, reclaim=True),
         Case("node-affinity-5000", 5000, 5000, 10000, affinity=True, target_pods_per_s=330.0),
         Case(
             "pod-anti-affinity-5000", 5000, 1000, 2000, pod_affinity="anti", target_pods_per_s=90.0
@@ -133,7 +169,8 @@ CASES: dict[str, Case] = {
 async def _run_case(case: Case) -> dict[str, Any]:
     clock = VirtualClock()
     cluster = InMemoryCluster()
-    config = default_config(IN_TREE)
+    quotas = case.quotas or case.reclaim
+    config = parse_config(CAPACITY_SCHEDULING, IN_TREE) if quotas else default_config(IN_TREE)
     if case.explain:
         config = replace(config, troupe=replace(config.troupe, explain_enabled=True))
     sched = Scheduler(config, cluster, clock, prefer_per_node=case.per_node, registry=IN_TREE)
@@ -144,11 +181,11 @@ async def _run_case(case: Case) -> dict[str, Any]:
         obj = cluster.pods[key]
         obj["status"]["phase"] = "Running"
         sched.on_pod(obj)
-        if key.startswith("sched-perf/pod-"):
+        if "/pod-" in key:
             measured_bound += 1
 
     cluster.on_pod_bound = bound
-    if case.preempt_priority or case.churn:
+    if case.preempt_priority or case.churn or case.reclaim:
 
         def deleted(key: PodKey, grace: int) -> None:
             sched.on_pod(cluster.pods[key])  # the update with its deletionTimestamp
@@ -174,9 +211,16 @@ async def _run_case(case: Case) -> dict[str, Any]:
             else:
                 sched.on_dra_object("ResourceSlice", workloads.resource_slice(i, case.devices))
         cluster.on_claim_write = lambda o: sched.on_dra_object("ResourceClaim", o)
+    for eq in _elastic_quotas(case):
+        cluster.elastic_quotas[f"{eq['metadata']['namespace']}/{eq['metadata']['name']}"] = eq
+        sched.events.on_elastic_quota(eq)
     for i in range(case.running):
         o = workloads.pod(
-            i, "running", node_name=f"node-{i % case.nodes}", pod_affinity=case.pod_affinity
+            i,
+            "running",
+            node_name=f"node-{i % case.nodes}",
+            pod_affinity=case.pod_affinity,
+            namespace="team-a" if case.reclaim else "sched-perf",
         )
         if case.devices:
             name = f"running-{i}-resource"
@@ -186,14 +230,15 @@ async def _run_case(case: Case) -> dict[str, Any]:
             cluster.resource_claims[f"sched-perf/{name}"] = claim
             sched.on_dra_object("ResourceClaim", claim)
             workloads.with_resource_claim(o, name)
-        if case.preempt_priority or case.churn == "preemptor":
+        if case.preempt_priority or case.churn == "preemptor" or case.reclaim:
             _low_priority(o)
-        cluster.pods[f"sched-perf/running-{i}"] = o
+        cluster.pods[f"{o['metadata']['namespace']}/running-{i}"] = o
         sched.on_pod(o)
     if case.gang_size:
         for g in range(case.to_schedule // case.gang_size):
-            pg = workloads.pod_group(f"gang-{g}", case.gang_size)
-            cluster.pod_groups[f"sched-perf/gang-{g}"] = pg
+            ns = _namespace(case, g)
+            pg = workloads.pod_group(f"gang-{g}", case.gang_size, ns)
+            cluster.pod_groups[f"{ns}/gang-{g}"] = pg
             sched.on_pod_group(pg)
     for i in range(case.to_schedule):
         group = f"gang-{i // case.gang_size}" if case.gang_size else None
@@ -203,6 +248,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
             spread=case.spread,
             affinity=case.affinity,
             pod_affinity=case.pod_affinity,
+            namespace=_namespace(case, i // case.gang_size if case.gang_size else i),
         )
         if case.volumes:
             workloads.with_claim(o, f"data-{i}")
@@ -215,13 +261,13 @@ async def _run_case(case: Case) -> dict[str, Any]:
             cluster.resource_claims[f"sched-perf/{name}"] = claim
             sched.on_dra_object("ResourceClaim", claim)
             workloads.with_resource_claim(o, name)
-        if case.preempt_priority:
+        if case.preempt_priority or case.reclaim:
             _sized(o, "3", case.preempt_priority)
-        cluster.pods[f"sched-perf/pod-{i}"] = o
+        cluster.pods[f"{o['metadata']['namespace']}/pod-{i}"] = o
         sched.on_pod(o)
     t_load = time.perf_counter() - t0
 
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     churned = 0
     if case.churn:
         churned = await _run_churn(case, sched, cluster, clock, lambda: measured_bound)
@@ -234,7 +280,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
         await sched.settle()
         if sched.queue.statistics().active:
             continue
-        if not case.preempt_priority or cluster.binds >= case.to_schedule:
+        if not (case.preempt_priority or case.reclaim) or cluster.binds >= case.to_schedule:
             break
         # preemption: move the virtual clock to the next removal (or backoff)
         nxt = clock.next_deadline()
@@ -248,6 +294,7 @@ async def _run_case(case: Case) -> dict[str, Any]:
         sched.cache.cleanup_expired()
         await sched.settle()
     elapsed = time.perf_counter() - t1
+    cpu = time.process_time() - c1
     stats = sched.statistics()
     bound_pods = measured_bound if case.churn else cluster.binds
     if controllers is not None:
@@ -276,6 +323,9 @@ async def _run_case(case: Case) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "pods_per_s": round(bound_pods / elapsed, 1) if elapsed else 0.0,
         "ms_per_pod": round(1000 * elapsed / max(bound_pods, 1), 3),
+        # CPU time of the timed part: on a shared machine, steadier than the wall clock
+        "cpu_seconds": round(cpu, 3),
+        "pods_per_cpu_s": round(bound_pods / cpu, 1) if cpu else 0.0,
         "load_seconds": round(t_load, 3),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "target_pods_per_s": case.target_pods_per_s,
@@ -291,6 +341,26 @@ async def _run_case(case: Case) -> dict[str, Any]:
         if case.gang_size
         else None,
     }
+
+
+def _namespace(case: Case, i: int) -> str:
+    """The namespace of measured pod (or gang) `i`."""
+    if case.reclaim:
+        return "team-b"
+    return f"team-{i % case.quotas}" if case.quotas else "sched-perf"
+
+
+def _elastic_quotas(case: Case) -> list[dict[str, Any]]:
+    """The cases' ElasticQuotas: `quotas` teams with room for all their pods, or
+    reclaim's two teams with half the cluster each as min, all of it as max."""
+    cpu, mem = 4 * case.nodes, 32 * case.nodes  # node-default.yaml: 4 cpu, 32Gi
+    if case.reclaim:
+        half = {"cpu": str(cpu // 2), "memory": f"{mem // 2}Gi"}
+        whole = {"cpu": str(cpu), "memory": f"{mem}Gi"}
+        return [workloads.elastic_quota(ns, half, whole) for ns in ("team-a", "team-b")]
+    share = {"cpu": str(cpu // 20), "memory": f"{mem // 20}Gi"}
+    whole = {"cpu": str(cpu), "memory": f"{mem}Gi"}
+    return [workloads.elastic_quota(f"team-{k}", share, whole) for k in range(case.quotas)]
 
 
 def _volumes(case: Case, sched: Scheduler, cluster: InMemoryCluster) -> VolumeControllers | None:
@@ -431,6 +501,14 @@ def _print_table(rows: list[dict[str, Any]], say: Callable[[str], None] = print)
                 f"{r['preemptors_bound']} of them bound, {r['victims']} victims"
             )
     by = {r["case"]: r for r in rows}
+    for base in ("basic-5000", "gang-5000"):
+        plain, quotas = by.get(base), by.get(f"{base}-quotas")
+        if plain and quotas and plain["pods_per_s"]:
+            say(
+                f"{base} with 20 quotas / without: "
+                f"{100 * quotas['pods_per_s'] / plain['pods_per_s']:.0f} % of the pods/s "
+                f"({100 * quotas['pods_per_cpu_s'] / plain['pods_per_cpu_s']:.0f} % per CPU second)"
+            )
     for n in (500, 5000):
         col, row = by.get(f"basic-{n}"), by.get(f"basic-{n}-per-node")
         if col and row and row["pods_per_s"]:

@@ -30,17 +30,27 @@ def node(i: int, zones: int = 3) -> dict[str, Any]:
     }
 
 
-def pod_group(name: str, min_member: int) -> dict[str, Any]:
+def pod_group(name: str, min_member: int, namespace: str = "sched-perf") -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "PodGroup",
         "metadata": {
             "name": name,
-            "namespace": "sched-perf",
+            "namespace": namespace,
             "uid": f"uid-pg-{name}",
             "creationTimestamp": "2024-01-01T00:00:00Z",
         },
         "spec": {"minMember": min_member},
+    }
+
+
+def elastic_quota(namespace: str, min_: dict[str, str], max_: dict[str, str]) -> dict[str, Any]:
+    """scheduler-plugins' ElasticQuota of a namespace (named after it)."""
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": namespace, "namespace": namespace, "uid": f"uid-eq-{namespace}"},
+        "spec": {"min": dict(min_), "max": dict(max_)},
     }
 
 
@@ -65,6 +75,7 @@ def pod(
     spread: str | None = None,
     affinity: bool = False,
     pod_affinity: str | None = None,
+    namespace: str = "sched-perf",
 ) -> dict[str, Any]:
     name = f"{prefix}-{i}"
     spec: dict[str, Any] = {
@@ -79,7 +90,7 @@ def pod(
     }
     if node_name:
         spec["nodeName"] = node_name
-    md: dict[str, Any] = {"name": name, "namespace": "sched-perf", "uid": f"uid-{name}"}
+    md: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{name}"}
     if group:
         md["labels"] = {"scheduling.x-k8s.io/pod-group": group}
     if spread:
