@@ -11,9 +11,10 @@ import asyncio
 import copy
 from typing import Any
 
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 from tests.unit.plugins.test_capacity_scheduling import Cluster, kept_totals_agree, plugin
 from troupe.api.types import PodKey
+from troupe.core.topology import REQUIRED_ANNOTATION
 
 
 def pod_group(h: Cluster, ns: str, name: str, min_member: int) -> None:
@@ -158,5 +159,44 @@ def test_gang_reclaim_over_its_own_max_evicts_nothing() -> None:
         assert not any(h.node_of(k) for k in b)
         assert "because total ElasticQuota used is more than min" in h.reason(b[0])
         assert counted(h, "b") == {}
+
+    asyncio.run(go())
+
+
+def test_a_gang_with_a_required_topology_fits_its_quota_together_in_its_domain() -> None:
+    """Topology and quota in the same trial: racks of two 2-cpu nodes; a gang of
+    2 x 2 cpu that must share a rack fits max 6 cpu and is placed in one rack; a
+    second such gang has a rack left but only 2 cpu of quota: each member alone
+    would fit, together they do not, so it is refused whole, its reason the
+    quota's, nothing charged."""
+    h = Cluster(nodes=0, cpu="2")
+    for i in range(4):
+        h.s.on_node(
+            make_node(f"n{i}").capacity(cpu="2", pods=110).label("rack", f"r{i // 2}").obj()
+        )
+
+    async def go() -> None:
+        h.quota("team", {"cpu": 6}, {"cpu": 6})
+
+        def racked(name: str) -> list[PodKey]:
+            pod_group(h, "team", name, 2)
+            pg = h.cluster.pod_groups[f"team/{name}"]
+            pg["metadata"]["annotations"] = {REQUIRED_ANNOTATION: "rack"}
+            h.s.on_pod_group(copy.deepcopy(pg))
+            return [
+                h.add(make_pod(f"{name}-{i}", "team").req(cpu="2").group(name).obj())
+                for i in range(2)
+            ]
+
+        first = racked("first")
+        await h.drain()
+        nodes = [h.node_of(k) for k in first]
+        assert all(nodes) and len({int(str(n)[1:]) // 2 for n in nodes}) == 1
+        second = racked("second")
+        await h.drain()
+        assert not any(h.node_of(k) for k in second)
+        assert "ElasticQuota team is more than Max" in h.reason(second[0])
+        assert counted(h, "team") == {"cpu": 4000}
+        kept_totals_agree(plugin(h.s))
 
     asyncio.run(go())
