@@ -3,7 +3,7 @@
 
 A PodGroup asks for topology in two ways, read into one `TopologySpec`:
 
-- Kubernetes' own PodGroup (scheduling.k8s.io v1alpha2/v1beta1):
+- Kubernetes' own PodGroup (scheduling.k8s.io v1beta1/v1alpha3/v1alpha2):
   `spec.schedulingConstraints.topology: [{key: <node label>}]` (also read in
   the KEP's spelling `topologyConstraints: [{level: ...}]`). Every key listed is
   required: all members on nodes that share one value of each.

@@ -6,7 +6,7 @@ prints it), of the kinds whose row of `troupe.api.kinds.KINDS` says the
 simulator reads them (every watched kind, and ResourceClaimTemplates), fed
 in the table's order to the handlers its rows name: Nodes, Pods,
 PriorityClasses, PodGroups (scheduler-plugins' and Kubernetes' own,
-scheduling.k8s.io v1alpha2/v1beta1), their owners, storage and devices. A
+scheduling.k8s.io v1beta1/v1alpha3/v1alpha2), their owners, storage and devices. A
 file is JSON if its name ends in .json or its text starts with `{` or `[` and
 parses as JSON; JSON
 goes through `troupe.api.jsonio` (orjson), YAML through libyaml's parser
@@ -323,7 +323,7 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         raise InputError(
             f"{where}: PodGroup apiVersion {doc.get('apiVersion')!r} is not "
             "scheduling.x-k8s.io/v1alpha1, scheduling.sigs.k8s.io/v1alpha1, "
-            "scheduling.k8s.io/v1alpha2 or scheduling.k8s.io/v1beta1"
+            "scheduling.k8s.io/v1beta1, scheduling.k8s.io/v1alpha3 or scheduling.k8s.io/v1alpha2"
         )
     yield doc, where
 
