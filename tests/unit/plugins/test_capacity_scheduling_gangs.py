@@ -139,6 +139,50 @@ def test_gang_reclaim_counts_the_members_placed_and_takes_over_min_gangs_whole()
     asyncio.run(go())
 
 
+def test_gang_reclaim_takes_an_over_min_gang_whole_whatever_its_priority() -> None:
+    """As a lone pod's reclaim, a gang's ignores priorities: b's gang of the
+    same priority as a's (0) reclaims b's min, and a's gang goes whole."""
+    h = Cluster(nodes=4, cpu="2")
+
+    async def go() -> None:
+        h.quota("a", {"cpu": 2}, {"cpu": 8})
+        h.quota("b", {"cpu": 6}, {"cpu": 6})
+        a = gang(h, "a", "borrow", 4, 4, "2")
+        await h.drain()
+        assert all(h.node_of(k) for k in a)
+        h.running_all()
+        b = gang(h, "b", "reclaim", 3, 3, "2")
+        await h.drain()
+        assert sorted(k for k, _ in h.cluster.deletions) == sorted(a)
+        await h.advance(2)
+        assert all(h.node_of(k) for k in b)
+        kept_totals_agree(plugin(h.s))
+
+    asyncio.run(go())
+
+
+def test_a_gang_over_its_min_never_takes_another_quotas_gang() -> None:
+    """Over its min, a gang preempts only lower-priority pods of its own quota:
+    b has no min, so its gang of a's priority does not reclaim, and a's
+    borrowing gang stays."""
+    h = Cluster(nodes=4, cpu="2")
+
+    async def go() -> None:
+        h.quota("a", {"cpu": 4}, {"cpu": 8})
+        h.quota("b", {"cpu": 0}, {"cpu": 8})
+        h.quota("c", {"cpu": 4}, {"cpu": 4})
+        a = gang(h, "a", "borrow", 4, 4, "2")
+        await h.drain()
+        assert all(h.node_of(k) for k in a)
+        h.running_all()
+        b = gang(h, "b", "big", 2, 2, "2")
+        await h.drain()
+        assert h.cluster.deletions == []
+        assert not any(h.node_of(k) for k in b)
+
+    asyncio.run(go())
+
+
 def test_gang_reclaim_over_its_own_max_evicts_nothing() -> None:
     """A gang whose quorum exceeds its own max cannot be helped by preemption:
     the plan counts the members placed before against the quota, and evicts

@@ -127,6 +127,9 @@ class DryRun:
     units: Units
     # The plugin's check beyond Filter (a quota), None for none.
     check: VictimsCheck | None = None
+    # The victims the preemptor may take whatever their priority (a quota's
+    # reclaim, `Interface.reclaims`), None for none.
+    outranks: Callable[[Pod], bool] | None = None
     statuses: dict[str, Status] = field(default_factory=dict)
     _runs: list[_NodeRun] = field(default_factory=list)
 
@@ -135,7 +138,7 @@ class DryRun:
         let them; False (nothing added) when none may."""
         units = self.units
         lower = gang_safe_victims(
-            self.pod, pods, self.lister, self.victims_of, units, self.whole_gangs
+            self.pod, pods, self.lister, self.victims_of, units, self.whole_gangs, self.outranks
         )
         if not lower:
             return False

@@ -40,7 +40,7 @@ GroupPreemptionPlugin, which a preemption plugin forwards here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import numpy as np
@@ -139,6 +139,13 @@ class Interface(Protocol):
         (DefaultPreemption)."""
         return None
 
+    def reclaims(self, state: CycleState, pod: Pod) -> Callable[[Pod], bool] | None:
+        """Which victims the pod may take whatever their priority, as the gang
+        rules judge them (a quota under its min reclaiming from quotas over
+        theirs takes their gangs whole, as it takes their pods); None, the
+        default, when priority alone decides."""
+        return None
+
 
 class Evaluator:
     """Runs preemption for the plugin `plugin_name` through `interface`."""
@@ -231,6 +238,7 @@ class Evaluator:
             isolated=h.isolated,
             units=self.units(),
             check=self.interface.victims_check(state, pod),
+            outranks=self.interface.reclaims(state, pod),
         )
         good: list[Candidate] = []
         violating: list[Candidate] = []
@@ -361,8 +369,11 @@ class Evaluator:
             )
         usable = []
         units = self.units()
+        outranks = self.interface.reclaims(state, pod)
         for c in found:
-            whole = expand_gangs(c.victims, priority, lister, self.victims_of, units, taken)
+            whole = expand_gangs(
+                c.victims, priority, lister, self.victims_of, units, taken, outranks
+            )
             if whole is not None:
                 c.victims = whole
                 usable.append(c)

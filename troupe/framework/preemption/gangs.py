@@ -9,11 +9,14 @@ priority than the unit's; a gang preemptor may take a lower gang whole
 preemptor's priority or higher. A victim's priority is its PodGroup's when the
 group sets one (`Units.priority`). Members already on their way out (deleting,
 or chosen by an earlier preemption: `victims_of`) never count as placed, so
-that two preemptions do not each take one."""
+that two preemptions do not each take one. A plugin may let a preemptor take
+some victims whatever their priority (`Interface.reclaims`: a quota under its
+min reclaiming from quotas over theirs); the gang rules then take those
+victims' gangs whole as if they were of lower priority."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from troupe.api.types import DISRUPTION_ALL, Pod, PodKey
@@ -28,6 +31,7 @@ def gang_safe_victims(
     victims_of: Collection[PodKey],
     units: Units,
     whole_gangs: bool = False,
+    outranks: Callable[[Pod], bool] | None = None,
 ) -> list[Pod]:
     """Of `lower` (one node's pods a plugin would evict for `pod`), those the gang
     rules let go: never of the preemptor's own group; a member of a group whose
@@ -36,7 +40,8 @@ def gang_safe_victims(
     gang's member only if its gang keeps minMember placed pods without the
     members on this node, or (`whole_gangs`, for a gang preemptor) if every
     placed member of its gang is of lower priority than `pod`: it is then taken
-    with its whole gang (`expand_gangs`)."""
+    with its whole gang (`expand_gangs`). `outranks`: the victims the plugin
+    lets the preemptor take whatever their priority (a quota's reclaim)."""
     own = pod.group_key
     out = [p for p in lower if own is None or p.group_key != own]
     groups = {p.group_key for p in out if p.group_key is not None}
@@ -49,7 +54,9 @@ def gang_safe_victims(
             keep.add(g)
             continue
         if pg.disruption_mode == DISRUPTION_ALL:  # one unit: whole or not at all
-            if units.unit_priority(g) < pod.priority:
+            if units.unit_priority(g) < pod.priority or (
+                outranks is not None and all(outranks(m) for m in units.members(g))
+            ):
                 keep.add(g)
             continue
         placed = sum(
@@ -61,7 +68,7 @@ def gang_safe_victims(
         if placed - here >= pg.min_member or (
             whole_gangs
             and all(
-                units.priority(p) < pod.priority
+                units.priority(p) < pod.priority or (outranks is not None and outranks(p))
                 for p in lister.pods_in_group(g)
                 if lister.pod(p.key)
             )
@@ -77,19 +84,25 @@ def expand_gangs(
     victims_of: Mapping[PodKey, PodKey],
     units: Units,
     taken: Iterable[PodKey] = (),
+    outranks: Callable[[Pod], bool] | None = None,
 ) -> list[Pod] | None:
     """The victims of a gang preemptor of `priority`, with the whole gang of
     each victim whose gang would fall below minMember without them (or whose
     disruptionMode is All), or None if such a gang has a placed member of
     `priority` or higher (it cannot be taken whole, so it cannot be taken at
     all). `taken`: victims already chosen for the same preemptor (its other
-    members' nodes), which count as gone."""
+    members' nodes), which count as gone. `outranks`: the victims the plugin
+    lets the preemptor take whatever their priority (a quota's reclaim)."""
+
+    def lower(p: Pod) -> bool:
+        return units.priority(p) < priority or (outranks is not None and outranks(p))
+
     out = {p.key: p for p in victims}
     gone = set(taken) | out.keys()
     for g in {p.group_key for p in out.values() if p.group_key is not None}:
         pg = lister.pod_group(g)
         if pg is not None and pg.disruption_mode == DISRUPTION_ALL:
-            if units.unit_priority(g) >= priority:
+            if units.unit_priority(g) >= priority and not all(lower(q) for q in units.members(g)):
                 return None
             for member in units.members(g):
                 out.setdefault(member.key, member)
@@ -102,10 +115,10 @@ def expand_gangs(
         left = sum(1 for q in placed if q.key not in gone)
         if pg is None or left >= pg.min_member:
             continue  # no gang to keep, or it keeps its quorum without these
-        if any(units.priority(q) >= priority for q in placed):
+        if not all(lower(q) for q in placed):
             return None
         for q in placed:
             out.setdefault(q.key, q)
-    if any(units.priority(p) >= priority for p in out.values()):
+    if not all(lower(p) for p in out.values()):
         return None
     return sorted(out.values(), key=units.importance)

@@ -329,6 +329,28 @@ class Preemptor(Interface):
                 )
         return dry.run()
 
+    def reclaims(self, state: CycleState, pod: Pod) -> Callable[[Pod], bool] | None:
+        """A pod whose quota, with it, stays within its min reclaims from quotas
+        over their min whatever the priorities: the pods of those quotas, and so
+        (the engine's gang rules) their gangs whole."""
+        infos = snapshot_state(state).elastic_quota_infos
+        own = infos.get(pod.namespace)
+        if own is None:
+            return None
+        pfs = pre_filter_state(state)
+        if own.used_over_min_with(pfs.nominated_pods_req_in_eq_with_pod_req):
+            return None
+        over_min = {
+            ns for ns, info in infos.items() if ns != pod.namespace and info.used_over_min()
+        }
+        if not over_min:
+            return None
+
+        def outranks(victim: Pod) -> bool:
+            return victim.namespace in over_min
+
+        return outranks
+
     def victims_check(self, state: CycleState, pod: Pod) -> VictimsCheck | None:
         """The quota with a node's victims out: the pod's quota within its max
         and the total within the sum of min, counting the nominated pods as
