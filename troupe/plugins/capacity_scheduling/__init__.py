@@ -23,7 +23,8 @@ plugin's victim selection (`Preemptor`).
   charged after the trial. A gang's preemption plan does the same, and the
   victims it takes for one member stop counting (`release`) before the next
   member is searched. Victims' gangs go whole (the preemption engine's gang
-  rules).
+  rules), whatever their priority when the preemptor reclaims its min
+  (`Preemptor.reclaims`).
 - Devices (beyond scheduler-plugins): the devices of a pod's ResourceClaims
   count against its namespace's quota under their DeviceClass's extended
   resource name (`spec.extendedResourceName`, else
