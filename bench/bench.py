@@ -126,7 +126,7 @@ CASES: dict[str, Case] = {
         Case("gang-5000", 5000, 0, 3000, gang_size=3, target_ms_per_group=3.7),
         Case("basic-5000-quotas", 5000, 1000, 10000, quotas=20),
         Case("gang-5000-quotas", 5000, 0, 3000, gang_size=3, quotas=20),
-        Case("reclaim-5000", 5000, 15000, 10, reclaim=True),
+        Case("reclaim-5000", 5000, 15000, 50, reclaim=True),
         Case("node-affinity-5000", 5000, 5000, 10000, affinity=True, target_pods_per_s=330.0),
         Case(
             "pod-anti-affinity-5000", 5000, 1000, 2000, pod_affinity="anti", target_pods_per_s=90.0
