@@ -10,13 +10,15 @@ borrows: its share is 0 while it uses nothing, else infinite. A namespace
 without an ElasticQuota is not part of the sharing and sorts at share 0 (its
 pods are not limited by quota either, and system pods have none).
 
-Use is what the namespace's pods request, counted as CapacityScheduling counts
-it: a pod from its Reserve (when the plugin is enabled at reserve too, as
-multiPoint does) or from the API once bound, until Unreserve, its deletion or
-its end (Succeeded or Failed). The quotas themselves are read from the Handle
-(`Handle.elastic_quotas`, kept by the event handlers); with several
-ElasticQuotas in one namespace the first seen counts, the next one by name
-when it goes, as CapacityScheduling does.
+Use is counted by the shared quota ledger (`troupe.quota.ledger`), the code
+CapacityScheduling counts with, fed by the same cluster events: the
+namespace's pods' requests and the devices of their ResourceClaims (once per
+claim, under the DeviceClass's extended resource name), a pod from its
+Reserve (when the plugin is enabled at reserve too, as multiPoint does) or
+from the API once bound, until Unreserve, its deletion or its end (Succeeded
+or Failed). The quotas already in the Handle (`Handle.elastic_quotas`) count
+from the start; with several ElasticQuotas in one namespace the first seen
+counts, the next one by name when it goes.
 
 A sort key that reads changing state. The activeQ keeps its pods in key order
 and computes a pod's key when the pod enters it (kube-scheduler's heap
@@ -41,7 +43,6 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final, Self
 
-from troupe.api.elasticquota import ElasticQuota
 from troupe.api.types import NodeName, Pod, PodKey, Resources
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ActionType, ClusterEvent, EventResource
@@ -53,6 +54,7 @@ from troupe.framework.interface import (
     ReservePlugin,
 )
 from troupe.framework.status import SUCCESS, Status
+from troupe.quota.ledger import QuotaLedger
 
 NAME: Final = "CapacityFairSort"
 SHARE_STEPS: Final = 100
@@ -85,17 +87,14 @@ class CapacityFairSort(QueueSortPlugin, ReservePlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-        # The ElasticQuota that counts for each namespace (by ns/name), and the
-        # requests of each namespace's counted pods with their sum.
-        self._quota_of: dict[str, str] = {}
-        self._pods: dict[str, dict[PodKey, Resources]] = {}
-        self._used: dict[str, dict[str, int]] = {}
+        # The quotas and their use, counted as CapacityScheduling counts them.
+        self.ledger = QuotaLedger(handle.devices, handle.lister.pod_group)
         # The share each namespace's pods carry in the queue, and the pods that
         # entered the activeQ with it (some may have left: resort skips them).
         self._share: dict[str, float] = {}
         self._queued: dict[str, set[PodKey]] = {}
         for eq in handle.elastic_quotas.values():
-            self._quota_of.setdefault(eq.namespace, eq.key)
+            self.ledger.add_elastic_quota(eq)
         handle.watch(self._on_event)
 
     @classmethod
@@ -124,53 +123,22 @@ class CapacityFairSort(QueueSortPlugin, ReservePlugin):
     # ---- Reserve: a pod counts from here, before its binding comes back -------------
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
-        self._count(pod)
+        self._queued.get(pod.namespace, set()).discard(pod.key)
+        self.ledger.reserve(pod)
+        self._changed(pod.namespace)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
-        self._uncount(pod)
+        self.ledger.unreserve(pod)
+        self._changed(pod.namespace)
 
     # ---- use ---------------------------------------------------------------------------
 
-    def _quota(self, namespace: str) -> ElasticQuota | None:
-        key = self._quota_of.get(namespace)
-        return None if key is None else self.handle.elastic_quotas.get(key)
-
     def _current(self, namespace: str) -> float:
-        eq = self._quota(namespace)
-        if eq is None:
+        info = self.ledger.infos.get(namespace)
+        if info is None:
             return 0.0
-        return step(dominant_share(self._used.get(namespace, {}), eq.min))
-
-    def _count(self, pod: Pod) -> None:
-        ns = pod.namespace
-        self._queued.get(ns, set()).discard(pod.key)
-        if pod.terminal:
-            self._uncount(pod)
-            return
-        pods = self._pods.setdefault(ns, {})
-        known = pods.get(pod.key)
-        if known == pod.requests:
-            return
-        used = self._used.setdefault(ns, {})
-        for r, q in (known or {}).items():
-            used[r] -= q
-        for r, q in pod.requests.items():
-            used[r] = used.get(r, 0) + q
-        pods[pod.key] = pod.requests
-        self._changed(ns)
-
-    def _uncount(self, pod: Pod) -> None:
-        ns = pod.namespace
-        known = self._pods.get(ns, {}).pop(pod.key, None)
-        if known is None:
-            return
-        used = self._used[ns]
-        for r, q in known.items():
-            used[r] -= q
-        if not self._pods[ns]:
-            del self._pods[ns], self._used[ns]
-        self._changed(ns)
+        return step(dominant_share(info.used, self.ledger.quotas[namespace].min))
 
     def _changed(self, namespace: str) -> None:
         """The namespace's use or quota changed: if its share crossed a step, its
@@ -189,35 +157,14 @@ class CapacityFairSort(QueueSortPlugin, ReservePlugin):
     # ---- events --------------------------------------------------------------------------
 
     def _on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
-        r, action = event.resource, event.action
-        if r is EventResource.ELASTIC_QUOTA:
-            self._on_quota(old if action & ActionType.DELETE else None, new)
-        elif r is EventResource.ASSIGNED_POD:
-            if action & ActionType.DELETE:
-                if isinstance(old, Pod):
-                    self._uncount(old)
-            elif isinstance(new, Pod):
-                self._count(new)
-        elif (
-            r is EventResource.UNSCHEDULED_POD
-            and action & ActionType.DELETE
-            and isinstance(old, Pod)
-        ):
-            self._queued.get(old.namespace, set()).discard(old.key)
-            self._uncount(old)  # reserved, then deleted before it was bound
-
-    def _on_quota(self, gone: Any, new: Any) -> None:
-        if isinstance(gone, ElasticQuota):
-            ns = gone.namespace
-            if self._quota_of.get(ns) == gone.key:
-                rest = sorted(
-                    k for k, eq in self.handle.elastic_quotas.items() if eq.namespace == ns
-                )
-                if rest:
-                    self._quota_of[ns] = rest[0]
-                else:
-                    del self._quota_of[ns]
+        r, deleted = event.resource, bool(event.action & ActionType.DELETE)
+        left = None  # a pod no longer waiting in the queue: bound, or deleted pending
+        if r is EventResource.ASSIGNED_POD and not deleted and isinstance(new, Pod):
+            left = new
+        elif r is EventResource.UNSCHEDULED_POD and deleted and isinstance(old, Pod):
+            left = old
+        if left is not None:
+            self._queued.get(left.namespace, set()).discard(left.key)
+        ns = self.ledger.on_event(event, old, new)
+        if ns is not None:
             self._changed(ns)
-        elif isinstance(new, ElasticQuota):
-            self._quota_of.setdefault(new.namespace, new.key)
-            self._changed(new.namespace)

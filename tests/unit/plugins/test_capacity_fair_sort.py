@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from tests.builders import make_node, make_pod
+from tests.unit.dra_helpers import claim, device_class, request
 from tests.unit.plugins.conftest import make_handle
 from tests.unit.test_preemption import Harness
 from troupe.api.elasticquota import ElasticQuota, parse_elastic_quota
-from troupe.api.types import NodeName, Pod, PodKey
+from troupe.api.types import InvalidObject, NodeName, Pod, PodKey
+from troupe.dra.types import parse_dra_object
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import ActionType, ClusterEvent, EventResource
 from troupe.framework.handle import Handle
@@ -28,6 +30,7 @@ from troupe.plugins.capacity_fair_sort import (
 )
 
 GIB = 1 << 30
+GPU = "example.com/gpu"
 
 
 def quota(ns: str, min: dict[str, Any] | None, name: str = "") -> ElasticQuota:
@@ -235,6 +238,35 @@ def test_quotas_already_in_the_handle_count_from_the_start() -> None:
     for w in handle.watchers:
         w(BOUND, None, pod("a", "r1", node="n"))
     assert plugin.share("a") == 0.5
+
+
+def test_devices_of_claims_count_in_the_share() -> None:
+    """A team using GPUs through ResourceClaims sorts after a team that has used
+    nothing: its claim's devices count in its share, once however many of its
+    pods share the claim, as CapacityScheduling counts them."""
+    s = Setup()
+    cls = parse_dra_object("DeviceClass", device_class(extended=GPU))
+    assert not isinstance(cls, InvalidObject)
+    s.handle.devices.set(cls)
+    obj = claim("gpus", request("gpu", 2))
+    obj["metadata"]["namespace"] = "a"
+    two = parse_dra_object("ResourceClaim", obj)
+    assert not isinstance(two, InvalidObject)
+    s.handle.devices.set(two)
+    s.quota(quota("a", {"cpu": "4", GPU: 4}))
+    s.quota(quota("b", {"cpu": "4", GPU: 4}))
+    for name in ("r1", "r2"):
+        s.bound(
+            make_pod(name, "a")
+            .req(cpu="1m")
+            .node("n")
+            .phase("Running")
+            .spec(resourceClaims=[{"name": "gpu", "resourceClaimName": "gpus"}])
+            .build()
+        )
+    assert s.plugin.share("a") == 0.5  # 2 of 4 GPUs; 1m of 4 cpus is under a step
+    assert s.plugin.share("b") == 0.0
+    assert s.order([pod("a", "a1"), pod("b", "b1")]) == ["b1", "a1"]
 
 
 # ---- use changing: re-sorting ------------------------------------------------------------

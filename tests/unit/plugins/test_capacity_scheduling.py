@@ -39,11 +39,11 @@ from troupe.plugins.capacity_scheduling import (
     ElasticQuotaSnapshotState,
     PreFilterState,
 )
-from troupe.plugins.capacity_scheduling.elasticquota_info import (
+from troupe.plugins.registry import IN_TREE
+from troupe.quota.info import (
     UPPER_BOUND_OF_MAX,
     new_elastic_quota_info,
 )
-from troupe.plugins.registry import IN_TREE
 
 REGISTRY: Final = IN_TREE
 MID, HIGH = 100, 1000

@@ -3,7 +3,9 @@ pkg/capacityscheduling; facts carried over, code not).
 
 A namespace's ElasticQuota guarantees it `min` and lets it borrow up to `max`
 what other quotas leave unused. A thin shell: the live quotas are kept by
-`QuotaManager` (manager.py) over `ElasticQuotaInfos` (elasticquota_info.py),
+`QuotaManager` (manager.py), the shared quota ledger (`troupe.quota.ledger`,
+which counts use, over `ElasticQuotaInfos` of `troupe.quota.info`) with this
+plugin's reclaim counts and statistics,
 `status.used` is written by `ElasticQuotaStatusWriter` (status.py), and
 PostFilter is the preemption engine (troupe.framework.preemption) with this
 plugin's victim selection (`Preemptor`).
@@ -63,8 +65,6 @@ from typing import Any, Final, Self
 from troupe.api.elasticquota import ElasticQuota
 from troupe.api.types import PREEMPT_NEVER, NodeName, Pod, PodKey, Resources
 from troupe.core.snapshot import NodeTable
-from troupe.dra.claims import claim_name, device_amounts
-from troupe.dra.types import ResourceClaim
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import (
     ActionType,
@@ -100,7 +100,9 @@ from troupe.framework.preemption import (
     start_time,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.plugins.capacity_scheduling.elasticquota_info import (
+from troupe.plugins.capacity_scheduling.manager import QuotaManager
+from troupe.plugins.capacity_scheduling.status import ElasticQuotaStatusWriter
+from troupe.quota.info import (
     LOWER_BOUND_OF_MIN,
     UPPER_BOUND_OF_MAX,
     ElasticQuotaInfo,
@@ -109,8 +111,6 @@ from troupe.plugins.capacity_scheduling.elasticquota_info import (
     exceeded,
     over,
 )
-from troupe.plugins.capacity_scheduling.manager import QuotaManager
-from troupe.plugins.capacity_scheduling.status import ElasticQuotaStatusWriter
 
 __all__ = [
     "NAME",
@@ -412,7 +412,7 @@ class CapacityScheduling(
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
-        self.quotas = QuotaManager()
+        self.quotas = QuotaManager(handle.devices, handle.lister.pod_group)
         self.preemptor = Preemptor(handle)
         self.evaluator = _QuotaEvaluator(NAME, handle, self.preemptor, self.quotas)
         self.preemptor.evaluator = self.evaluator
@@ -447,10 +447,10 @@ class CapacityScheduling(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
         infos = self.quotas.snapshot()
-        freed = self._devices_freed if self.quotas.has_claims() else None
+        freed = self.quotas.devices_freed if self.quotas.has_claims() else None
         snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals(), freed)
         state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, snapshot)
-        pod_req = self._request(pod)
+        pod_req = self.quotas.request_of(pod)
         own = infos.get(pod.namespace)
         if own is None:
             state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
@@ -480,50 +480,6 @@ class CapacityScheduling(
         if infos.aggregated_used_over_min_with(with_all, snapshot.totals()):
             return None, Status(Code.UNSCHEDULABLE, (over_min_message(pod),), NAME)
         return None, SKIP  # nothing for Filter to do
-
-    # ---- devices ------------------------------------------------------------------------
-
-    def _claims(self, pod: Pod) -> dict[str, Resources]:
-        """The devices each ResourceClaim the pod uses takes, by claim key (a
-        claim the pod's native PodGroup lists is the group's, shared)."""
-        if not pod.resource_claims:
-            return {}
-        store = self.handle.devices
-        group = None
-        if pod.group_key is not None:
-            g = self.handle.lister.pod_group(pod.group_key)
-            group = g if g is not None and g.resource_claims else None
-        out: dict[str, Resources] = {}
-        for i in range(len(pod.resource_claims)):
-            name = claim_name(pod, i, group)
-            claim = store.claim(f"{pod.namespace}/{name}") if name else None
-            if claim is not None and claim.key not in out:
-                out[claim.key] = device_amounts(store, claim)
-        return out
-
-    def _request(self, pod: Pod) -> Mapping[str, int]:
-        """What the pod would add to its quota: its request, and the devices of
-        its claims that no counted pod of its namespace uses yet."""
-        claims = self._claims(pod)
-        if not claims:
-            return pod.requests
-        counted = self.quotas.counted_claims(pod.namespace)
-        req = dict(pod.requests)
-        for key, amounts in claims.items():
-            if key not in counted:
-                add_into(req, amounts)
-        return req
-
-    def _devices_freed(self, pods: Sequence[Pod]) -> dict[str, Resources]:
-        """By namespace, the devices of the counted claims that only `pods` use."""
-        out: dict[str, dict[str, int]] = {}
-        keys = {p.key for p in pods}
-        for ns in {p.namespace for p in pods}:
-            amounts = self.quotas.counted_claims(ns)
-            for key, users in self.quotas.claim_users(ns).items():
-                if users <= keys:
-                    add_into(out.setdefault(ns, {}), amounts[key])
-        return dict(out)
 
     # ---- PostFilter -------------------------------------------------------------------
 
@@ -572,7 +528,7 @@ class CapacityScheduling(
         q = self.quotas
         if pod.namespace not in q.infos or pod.key in q.counted().get(pod.namespace, {}):
             return None
-        q.add_pod(pod, self._claims(pod))
+        q.reserve(pod)
 
         def undo() -> None:
             q.delete_pod(pod)
@@ -608,12 +564,12 @@ class CapacityScheduling(
     # ---- Reserve ------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod: Pod, node: NodeName) -> Status:
-        self.quotas.add_pod(pod, self._claims(pod))
+        self.quotas.reserve(pod)
         self._mark(pod.namespace)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: Pod, node: NodeName) -> None:
-        self.quotas.delete_pod(pod)
+        self.quotas.unreserve(pod)
         self._mark(pod.namespace)
 
     # ---- events -------------------------------------------------------------------------
@@ -623,43 +579,13 @@ class CapacityScheduling(
             self.status.mark(namespace)
 
     def _on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
-        r, action = event.resource, event.action
-        q = self.quotas
-        if r is EventResource.ELASTIC_QUOTA:
-            if action & ActionType.DELETE:
-                if isinstance(old, ElasticQuota):
-                    q.delete_elastic_quota(old)
-                    self.status.mark(old.namespace)
-            elif isinstance(new, ElasticQuota):
-                if isinstance(old, ElasticQuota):
-                    q.update_elastic_quota(old, new)
-                else:
-                    q.add_elastic_quota(new)
-                self.status.mark(new.namespace)
+        ns = self.quotas.on_event(event, old, new)
+        if ns is None:
             return
-        if r is EventResource.ASSIGNED_POD:
-            if action & ActionType.DELETE:
-                if isinstance(old, Pod):
-                    q.delete_pod(old)
-                    self._mark(old.namespace)
-            elif isinstance(new, Pod):
-                if isinstance(old, Pod):
-                    q.update_pod(old, new, self._claims(new))
-                else:
-                    q.add_pod(new, self._claims(new))
-                self._mark(new.namespace)
-        elif r is EventResource.RESOURCE_CLAIM:
-            if isinstance(new, ResourceClaim) and q.update_claim(
-                new.key, device_amounts(self.handle.devices, new)
-            ):
-                self._mark(new.namespace)
-        elif (
-            r is EventResource.UNSCHEDULED_POD
-            and action & ActionType.DELETE
-            and isinstance(old, Pod)
-        ):
-            q.delete_pod(old)
-            self._mark(old.namespace)
+        if event.resource is EventResource.ELASTIC_QUOTA:
+            self.status.mark(ns)
+        else:
+            self._mark(ns)
 
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         """Upstream's: a pod deleted, any ElasticQuota event; and a pod that ends

@@ -1,41 +1,19 @@
-"""The live quota state CapacityScheduling keeps from cluster events (what
-scheduler-plugins' plugin keeps from its ElasticQuota and Pod informers:
-addElasticQuota, updatePod... in capacity_scheduling.go).
-
-`QuotaManager` owns the `ElasticQuotaInfos` (one per namespace with a quota),
-the ElasticQuota objects they come from, and every assigned or reserved pod by
-namespace, so that a quota created while its namespace already runs pods
-counts them at once, and a restart rebuilds use from what the API lists
-(ElasticQuotas are listed before pods, as the table of kinds orders them).
-
-What counts against a quota: a pod of its namespace from Reserve (or from the
-API, bound) until Unreserve, its deletion, or its end (Succeeded or Failed).
-A ResourceClaim's devices count against its namespace's quota, under its
-DeviceClass's extended resource name, while a counted pod of the namespace
-uses it: once, however many pods share it (the plugin says which claims a pod
-uses and what they take; a claim allocated since counts what it took).
-A terminal pod is never counted, not even when first listed (upstream counts
-it until an update says so); a pod resized in place is counted at its new
-request. One quota per namespace: the first seen counts; another in the same
-namespace is ignored until it is the only one (upstream lets a second one's
-deletion drop the first's state).
+"""CapacityScheduling's quota state: the shared `QuotaLedger`
+(troupe.quota.ledger: what each quota has used, counted as every plugin counts
+it) plus what only this plugin reports: how many pods preemptors of other
+namespaces took from each quota, and `statistics()`, the figures the quota
+metrics read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from troupe.api.elasticquota import ElasticQuota
-from troupe.api.types import Pod, PodKey, Resources
-from troupe.plugins.capacity_scheduling.elasticquota_info import (
-    ElasticQuotaInfo,
-    ElasticQuotaInfos,
-    add_into,
-    new_elastic_quota_info,
-)
+from troupe.api.types import GroupKey, Pod, PodGroup
+from troupe.dra.store import DeviceStore
+from troupe.quota.ledger import QuotaLedger, no_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,48 +37,15 @@ class QuotaStatistics:
     quotas: Sequence[QuotaFigures]
 
 
-@dataclass(slots=True)
-class _ClaimUse:
-    """A claim counted against its namespace's quota: its devices by extended
-    resource name, and the counted pods that use it."""
-
-    amounts: dict[str, int]
-    users: set[PodKey]
-
-
-class QuotaManager:
-    def __init__(self) -> None:
-        self._infos = ElasticQuotaInfos()
-        # The last snapshot's copies by namespace, and the namespaces whose info
-        # changed since (None: every one): a cycle's snapshot copies only those.
-        self._copies: dict[str, ElasticQuotaInfo] = {}
-        self._stale: set[str] | None = None
-        # The sums of every quota's used and min, kept as they change (PreFilter
-        # compares with them on every cycle).
-        self.total_used: dict[str, int] = {}
-        self.total_min: dict[str, int] = {}
-        # The ElasticQuota each namespace's info comes from, and the others seen.
-        self.quotas: dict[str, ElasticQuota] = {}
-        self._shadowed: dict[str, dict[str, ElasticQuota]] = {}
-        # Non-terminal pods assigned or reserved, by namespace.
-        self._pods: dict[str, dict[PodKey, Pod]] = {}
+class QuotaManager(QuotaLedger):
+    def __init__(
+        self,
+        devices: DeviceStore | None = None,
+        pod_group: Callable[[GroupKey], PodGroup | None] = no_group,
+    ) -> None:
+        super().__init__(devices, pod_group)
         # Pods taken from each namespace's quota by preemptors of other namespaces.
         self._reclaimed: dict[str, int] = {}
-        # The ResourceClaims the counted pods use, by namespace: each counts its
-        # devices once, however many of the namespace's pods share it.
-        self._claims: dict[str, dict[str, _ClaimUse]] = {}
-        self._claims_of: dict[PodKey, tuple[str, ...]] = {}
-
-    @property
-    def infos(self) -> ElasticQuotaInfos:
-        return self._infos
-
-    @infos.setter
-    def infos(self, infos: ElasticQuotaInfos) -> None:
-        """Replace every quota's state (tests start from upstream's)."""
-        self._infos = infos
-        self._stale = None
-        self.total_used, self.total_min = infos.totals()
 
     def statistics(self) -> QuotaStatistics:
         """A frozen copy of every quota's figures, by namespace."""
@@ -126,248 +71,3 @@ class QuotaManager:
         for v in victims:
             if v.namespace != preemptor.namespace and v.namespace in self.quotas:
                 self._reclaimed[v.namespace] = self._reclaimed.get(v.namespace, 0) + 1
-
-    # ---- snapshots ------------------------------------------------------------------
-
-    def snapshot(self) -> ElasticQuotaInfos:
-        """A copy of every quota's min, max and used for one cycle (upstream's
-        snapshotElasticQuota). The pod sets are shared, not copied: a cycle only
-        reads them, and nothing changes them while it runs. The copies of the
-        quotas that did not change since the last snapshot are that snapshot's
-        (a cycle never changes its snapshot; with 20 quotas, copying each one
-        every cycle was most of PreFilter's cost)."""
-        infos, stale = self._infos, self._stale
-        if stale is None:
-            self._copies = {ns: info.snapshot() for ns, info in infos.items()}
-        else:
-            copies = self._copies
-            for ns in stale:
-                info = infos.get(ns)
-                if info is None:
-                    copies.pop(ns, None)
-                else:
-                    copies[ns] = info.snapshot()
-        self._stale = set()
-        return ElasticQuotaInfos(self._copies)
-
-    def _changed(self, namespace: str) -> None:
-        if self._stale is not None:
-            self._stale.add(namespace)
-
-    def totals(self) -> tuple[dict[str, int], dict[str, int]]:
-        """Copies of the sums of every quota's used and min."""
-        return dict(self.total_used), dict(self.total_min)
-
-    def _count(self, info: ElasticQuotaInfo, sign: int) -> None:
-        add_into(self.total_used, info.used, sign)
-        add_into(self.total_min, info.min, sign)
-
-    def _add(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
-        if not info.add_pod_if_not_present(pod):
-            return False
-        self._changed(info.namespace)
-        add_into(self.total_used, pod.requests)
-        return True
-
-    def _delete(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
-        if not info.delete_pod_if_present(pod):
-            return False
-        self._changed(info.namespace)
-        add_into(self.total_used, pod.requests, -1)
-        return True
-
-    def pods_of(self, namespace: str) -> Iterator[Pod]:
-        return iter(self._pods.get(namespace, {}).values())
-
-    # ---- ElasticQuota events ----------------------------------------------------------
-
-    def add_elastic_quota(self, eq: ElasticQuota) -> None:
-        ns = eq.namespace
-        current = self.quotas.get(ns)
-        if current is not None and current.name != eq.name:
-            self._shadowed.setdefault(ns, {})[eq.name] = eq
-            return
-        if current is not None:
-            self.update_elastic_quota(current, eq)
-            return
-        self._install(eq, None)
-
-    def update_elastic_quota(self, old: ElasticQuota, new: ElasticQuota) -> None:
-        ns = new.namespace
-        current = self.quotas.get(ns)
-        if current is None:
-            self.add_elastic_quota(new)
-            return
-        if current.name != new.name:
-            self._shadowed.setdefault(ns, {})[new.name] = new
-            return
-        self._install(new, self.infos.get(ns))
-
-    def delete_elastic_quota(self, eq: ElasticQuota) -> None:
-        ns = eq.namespace
-        shadowed = self._shadowed.get(ns, {})
-        current = self.quotas.get(ns)
-        if current is None or current.name != eq.name:
-            shadowed.pop(eq.name, None)
-            if not shadowed:
-                self._shadowed.pop(ns, None)
-            return
-        del self.quotas[ns]
-        gone = self._infos.pop(ns, None)
-        self._changed(ns)
-        if gone is not None:
-            self._count(gone, -1)
-        if shadowed:
-            name = min(shadowed)
-            nxt = shadowed.pop(name)
-            if not shadowed:
-                self._shadowed.pop(ns, None)
-            self._install(nxt, None)
-
-    def _install(self, eq: ElasticQuota, keep: ElasticQuotaInfo | None) -> None:
-        """The namespace's info from `eq`: its use kept from `keep` (an update, as
-        upstream's updateElasticQuota), else counted from its pods."""
-        ns = eq.namespace
-        info = new_elastic_quota_info(ns, eq.min, eq.max)
-        if keep is not None:
-            info.pods, info.used = keep.pods, keep.used
-        else:
-            for p in self.pods_of(ns):
-                info.add_pod_if_not_present(p)
-            for use in self._claims.get(ns, {}).values():
-                info.reserve_resource(use.amounts)
-        old = self._infos.get(ns)
-        if old is not None:
-            self._count(old, -1)
-        self.quotas[ns] = eq
-        self._infos[ns] = info
-        self._changed(ns)
-        self._count(info, +1)
-
-    # ---- pods ---------------------------------------------------------------------------
-
-    def add_pod(self, pod: Pod, claims: Mapping[str, Resources] | None = None) -> bool:
-        """Count a pod (bound, or reserved); False if it was counted already or
-        does not count (terminal). True also for a namespace without a quota.
-        `claims`: the devices of each ResourceClaim the pod uses, by claim key
-        (None: as counted before); a claim counts once in its namespace."""
-        if pod.terminal:
-            return False
-        by_key = self._pods.setdefault(pod.namespace, {})
-        known = by_key.get(pod.key)
-        by_key[pod.key] = pod
-        if claims is not None:
-            self._use_claims(pod, claims)
-        info = self._infos.get(pod.namespace)
-        if known is not None and info is not None and pod.requests != known.requests:
-            if self._delete(info, known):
-                self._add(info, pod)
-            return True
-        if info is None:
-            return known is None
-        return self._add(info, pod)
-
-    def update_pod(
-        self, old: Pod | None, new: Pod, claims: Mapping[str, Resources] | None = None
-    ) -> bool:
-        """A counted pod's new version: terminal, it stops counting; resized, it
-        counts its new request. Whether anything changed."""
-        if new.terminal:
-            return self.delete_pod(new)
-        by_key = self._pods.get(new.namespace)
-        if by_key is None or new.key not in by_key:
-            return self.add_pod(new, claims) if new.node_name else False
-        return self.add_pod(new, claims)
-
-    def delete_pod(self, pod: Pod) -> bool:
-        by_key = self._pods.get(pod.namespace)
-        known = by_key.pop(pod.key, None) if by_key is not None else None
-        if by_key is not None and not by_key:
-            del self._pods[pod.namespace]
-        self._release_claims(pod.namespace, pod.key)
-        info = self._infos.get(pod.namespace)
-        if info is None:
-            return known is not None
-        return self._delete(info, known if known is not None else pod)
-
-    # ---- ResourceClaims -----------------------------------------------------------------
-
-    def _charge_claim(self, namespace: str, amounts: Resources, sign: int) -> None:
-        info = self._infos.get(namespace)
-        if info is not None:
-            self._changed(namespace)
-            add_into(info.used, amounts, sign)
-            add_into(self.total_used, amounts, sign)
-
-    def _use_claims(self, pod: Pod, claims: Mapping[str, Resources]) -> None:
-        ns = pod.namespace
-        self._release_claims(ns, pod.key)
-        if not claims:
-            return
-        table = self._claims.setdefault(ns, {})
-        for key, amounts in claims.items():
-            use = table.get(key)
-            if use is None:
-                use = table[key] = _ClaimUse(dict(amounts), set())
-                self._charge_claim(ns, amounts, +1)
-            elif use.amounts != amounts:  # a newer view of the claim (allocated)
-                self._charge_claim(ns, use.amounts, -1)
-                use.amounts = dict(amounts)
-                self._charge_claim(ns, amounts, +1)
-            use.users.add(pod.key)
-        self._claims_of[pod.key] = tuple(claims)
-
-    def _release_claims(self, namespace: str, pod: PodKey) -> None:
-        keys = self._claims_of.pop(pod, ())
-        table = self._claims.get(namespace)
-        if not keys or table is None:
-            return
-        for key in keys:
-            use = table.get(key)
-            if use is None:
-                continue
-            use.users.discard(pod)
-            if not use.users:
-                del table[key]
-                self._charge_claim(namespace, use.amounts, -1)
-        if not table:
-            del self._claims[namespace]
-
-    def update_claim(self, key: str, amounts: Resources) -> bool:
-        """A counted claim's newer view (its devices allocated): it counts what
-        it now takes. Whether anything changed."""
-        ns = key.partition("/")[0]
-        use = self._claims.get(ns, {}).get(key)
-        if use is None or use.amounts == amounts:
-            return False
-        self._charge_claim(ns, use.amounts, -1)
-        use.amounts = dict(amounts)
-        self._charge_claim(ns, amounts, +1)
-        return True
-
-    def devices_used_by(self, namespace: str, pods: AbstractSet[PodKey]) -> dict[str, int]:
-        """The devices of the namespace's counted claims that some of `pods` use."""
-        out: dict[str, int] = {}
-        for use in self._claims.get(namespace, {}).values():
-            if not use.users.isdisjoint(pods):
-                add_into(out, use.amounts)
-        return out
-
-    def claims_of(self, pod: PodKey, namespace: str) -> dict[str, Resources]:
-        """The counted claims a counted pod uses, with their devices."""
-        table = self._claims.get(namespace, {})
-        return {k: table[k].amounts for k in self._claims_of.get(pod, ()) if k in table}
-
-    def has_claims(self) -> bool:
-        return bool(self._claims)
-
-    def counted_claims(self, namespace: str) -> Mapping[str, Resources]:
-        """The devices of each claim counted in the namespace, by claim key."""
-        return {k: use.amounts for k, use in self._claims.get(namespace, {}).items()}
-
-    def claim_users(self, namespace: str) -> Mapping[str, AbstractSet[PodKey]]:
-        """The counted pods that use each claim counted in the namespace."""
-        return {k: use.users for k, use in self._claims.get(namespace, {}).items()}
-
-    def counted(self) -> Mapping[str, Mapping[PodKey, Pod]]:
-        return self._pods

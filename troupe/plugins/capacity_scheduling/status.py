@@ -29,7 +29,7 @@ from troupe.api.types import MILLI_RESOURCES, Pod, PodKey
 from troupe.core.clock import TimerHandle
 from troupe.core.cluster import NotFound, NotLeader
 from troupe.framework.handle import Handle
-from troupe.plugins.capacity_scheduling.elasticquota_info import add_into
+from troupe.quota.info import add_into
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
-"""The quotas CapacityScheduling keeps: one `ElasticQuotaInfo` per namespace
-(its min, max, and what its pods use), in `ElasticQuotaInfos` (as
+"""The quotas as counted (`troupe.quota.ledger` keeps them): one
+`ElasticQuotaInfo` per namespace (its min, max, and what its pods use), in
+`ElasticQuotaInfos`, with upstream's arithmetic on them (as
 scheduler-plugins' pkg/capacityscheduling/elasticquota.go; facts carried over,
 code not).
 
