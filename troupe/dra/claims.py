@@ -1,7 +1,8 @@
 """Which ResourceClaim each entry of a pod's spec.resourceClaims names, and
 the devices allocated to them: what the DynamicResources plugin, the tools
-(the simulator's report) and CapacityScheduling (a claim's devices count
-against its namespace's quota, `device_amounts`) read, so none imports another.
+(the simulator's report) and the quota ledger (troupe.quota.ledger: a claim's
+devices count against its namespace's quota, `device_amounts`) read, so none
+imports another.
 
 A claim named in the entry is that claim; one made from a template is the
 claim the resourceclaim controller recorded in the pod's status (kube's
