@@ -85,7 +85,7 @@ DEFAULT_MULTI_POINT: Final[tuple[PluginSpec, ...]] = (
     PluginSpec("VolumeZone"),
     PluginSpec("PodTopologySpread", weight=2),
     PluginSpec("InterPodAffinity", weight=2),
-    PluginSpec("DynamicResources"),
+    PluginSpec("DynamicResources", weight=2),
     PluginSpec("DefaultPreemption"),
     PluginSpec("NodeResourcesBalancedAllocation", weight=1),
     PluginSpec("ImageLocality", weight=1),
