@@ -228,6 +228,57 @@ def nodes_not_overcommitted(state: FinalState) -> list[str]:
     return out + _volume_limits(state)
 
 
+DEVICE_CLASS_RESOURCE: Final = "deviceclass.resource.kubernetes.io/"
+
+
+def _claim_devices(state: FinalState) -> dict[str, dict[str, Fraction]]:
+    """Each allocated claim's devices by its requests' DeviceClass, under the
+    name a quota counts them by (extendedResourceName, else the class's)."""
+    classes = {
+        c["metadata"]["name"]: (c.get("spec") or {}).get("extendedResourceName")
+        or DEVICE_CLASS_RESOURCE + c["metadata"]["name"]
+        for c in state.of("deviceclasses")
+    }
+    out: dict[str, dict[str, Fraction]] = {}
+    for c in state.of("resourceclaims"):
+        requests = ((c.get("spec") or {}).get("devices") or {}).get("requests") or []
+        class_of = {r.get("name"): (r.get("exactly") or r).get("deviceClassName") for r in requests}
+        got: dict[str, Fraction] = defaultdict(Fraction)
+        for r in _results(c):
+            name = classes.get(class_of.get(str(r.get("request", "")).split("/")[0]) or "")
+            if name:
+                got[name] += 1
+        out[_key(c)] = dict(got)
+    return out
+
+
+def quotas_not_exceeded(state: FinalState) -> list[str]:
+    """No namespace's bound pods use more than its ElasticQuota's max: their
+    requests, and the devices of the claims they use (each claim once)."""
+    devices = _claim_devices(state)
+    out = []
+    for q in state.of("elasticquotas"):
+        ns = q["metadata"]["namespace"]
+        max_ = {k: _q(v) for k, v in ((q.get("spec") or {}).get("max") or {}).items()}
+        used: dict[str, Fraction] = defaultdict(Fraction)
+        claims: set[str] = set()
+        for p in state.of("pods"):
+            if (p.get("metadata") or {}).get("namespace", "default") != ns or not _node_of(p):
+                continue
+            for k, v in pod_requests(p).items():
+                used[k] += v
+            for rc in (p.get("spec") or {}).get("resourceClaims") or []:
+                if rc.get("resourceClaimName"):
+                    claims.add(f"{ns}/{rc['resourceClaimName']}")
+        for key in claims:
+            for k, v in devices.get(key, {}).items():
+                used[k] += v
+        for k, limit in sorted(max_.items()):
+            if used.get(k, Fraction(0)) > limit:
+                out.append(f"quota {ns} over max: {k} {float(used[k]):g} > {float(limit):g}")
+    return out
+
+
 def _volume_limits(state: FinalState) -> list[str]:
     pvcs = {_key(c): c for c in state.of("persistentvolumeclaims")}
     pvs = {p["metadata"]["name"]: p for p in state.of("persistentvolumes")}
@@ -340,6 +391,7 @@ INVARIANTS: Final[dict[str, Callable[[FinalState], list[str]]]] = {
     "binds-wait-for-binding-conditions": binds_wait_for_binding_conditions,
     "nodes-not-overcommitted": nodes_not_overcommitted,
     "gangs-all-or-nothing": gangs_all_or_nothing,
+    "quotas-not-exceeded": quotas_not_exceeded,
     "no-pod-bound-twice": no_pod_bound_twice,
     "pending-pods-have-a-reason": pending_pods_have_a_reason,
     "same-placement-class-as-simulate": same_placement_class_as_simulate,

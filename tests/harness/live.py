@@ -53,6 +53,7 @@ PLURALS: Final = (
     "persistentvolumes",
     "persistentvolumeclaims",
     "csinodes",
+    "elasticquotas",
 )
 # Writes that mean the scheduler (or a controller it waits for) is still at work.
 BUSY_PLURALS: Final = frozenset(

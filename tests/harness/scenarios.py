@@ -270,6 +270,64 @@ def gangs_topology() -> Scenario:
     )
 
 
+QUOTA_PROFILE: Final = {
+    "schedulerName": "troupe-scheduler",
+    "plugins": {
+        "multiPoint": {"enabled": [{"name": "CapacityScheduling"}]},
+        "postFilter": {"enabled": [{"name": "CapacityScheduling"}], "disabled": [{"name": "*"}]},
+    },
+}
+GPU_QUOTA: Final = f"deviceclass.resource.kubernetes.io/{GPU}"
+
+
+def elastic_quota(ns: str, min_: dict[str, Any], max_: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": ns, "namespace": ns},
+        "spec": {"min": min_, "max": max_},
+    }
+
+
+def quota_rush() -> Scenario:
+    """Three teams under ElasticQuotas (CapacityScheduling), everything arriving
+    at once: team-a's 8 one-CPU pods under max 4 CPUs (4 bound), team-b's gang of
+    3 x 1 CPU under max 2 (none bound: a gang fits its quota whole or not at
+    all), and 4 pods of `default` claiming a GPU each under max 2 GPUs counted
+    through their claims (2 bound). Live, with slow writes, the quota's own
+    status writes and the claims' come back through the watch meanwhile."""
+    mem = {"memory": "64Gi"}
+    setup: list[dict[str, Any]] = [device_class(GPU), *gpu_node("g0", 4)]
+    setup.append(make_node("c0").capacity(cpu=16, memory="64Gi", pods=110).obj())
+    setup += [
+        elastic_quota("team-a", {"cpu": 2, **mem}, {"cpu": 4, **mem}),
+        elastic_quota("team-b", {"cpu": 2, **mem}, {"cpu": 2, **mem}),
+        elastic_quota(
+            "default", {"cpu": 16, **mem, GPU_QUOTA: 2}, {"cpu": 16, **mem, GPU_QUOTA: 2}
+        ),
+    ]
+    group = pod_group("b", 3)
+    group["metadata"]["namespace"] = "team-b"
+    setup.append(group)
+    arrivals: list[dict[str, Any]] = []
+    for i in range(8):
+        b = make_pod(f"a-{i}", "team-a").req(cpu="1", memory="256Mi").label(CLASS, "a")
+        arrivals.append(b.obj())
+    for i in range(3):
+        b = make_pod(f"b-{i}", "team-b").req(cpu="1", memory="256Mi").group("b")
+        arrivals.append(b.obj())
+    for i in range(4):
+        arrivals.append(fresh_claim(f"gpu-{i}", request()))
+        arrivals.append(pod(f"gpu-{i}", klass="gpu", claims=(f"gpu-{i}",)).obj())
+    return Scenario(
+        "quota-rush",
+        tuple(setup),
+        tuple(arrivals),
+        expect={"a": 4, "b": 0, "gpu": 2},
+        config={"profiles": [QUOTA_PROFILE]},
+    )
+
+
 def seventeen_racks() -> Scenario:
     """17 racks of two 4-CPU nodes; the first 16 are tainted, so the gang (two
     members of 2 CPUs, one rack required) fits only in rack 17. It waited
@@ -328,6 +386,7 @@ BUILT: Final[dict[str, Callable[[], Scenario]]] = {
     "shared-claims": shared_claims,
     "gangs-topology": gangs_topology,
     "seventeen-racks": seventeen_racks,
+    "quota-rush": quota_rush,
 }
 # Fixtures whose outcome does not depend on which pod of a class came first.
 FIXTURE_SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {

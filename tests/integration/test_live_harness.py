@@ -56,6 +56,13 @@ REGRESSIONS = [
     ),
 ]
 
+# Quotas (issue 32) under slow writes and late watches: no team over its max,
+# a gang under its quota whole or not at all, GPUs counted through claims.
+QUOTAS = [
+    pytest.param(Case("quota-rush", "writes-200ms"), id="quotas-under-slow-writes"),
+    pytest.param(Case("quota-rush", "late-watches", seed=4), id="quotas-under-late-watches"),
+]
+
 SHORT = [
     pytest.param(
         Case("gangs-topology", "bunched-watches", kill_leader=True, seed=2),
@@ -107,6 +114,11 @@ def run_case(case: Case, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", REGRESSIONS)
 def test_issue33_regression(case: Case, tmp_path: Path) -> None:
+    run_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", QUOTAS)
+def test_quotas_hold_live(case: Case, tmp_path: Path) -> None:
     run_case(case, tmp_path)
 
 

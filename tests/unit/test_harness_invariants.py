@@ -8,8 +8,17 @@ from typing import Any
 from apiserver import WriteRecord
 from tests.builders import make_node, make_pod
 from tests.harness import invariants as inv
-from tests.harness.scenarios import Scenario, allocated, fresh_claim, gpu_node, pod_group
-from tests.unit.dra_helpers import device, request, slice_
+from tests.harness.scenarios import (
+    GPU,
+    GPU_QUOTA,
+    Scenario,
+    allocated,
+    elastic_quota,
+    fresh_claim,
+    gpu_node,
+    pod_group,
+)
+from tests.unit.dra_helpers import device, device_class, request, slice_
 
 EMPTY = Scenario("hand-made", (), ())
 
@@ -22,6 +31,8 @@ def state(*objects: dict[str, Any], writes: list[WriteRecord] | None = None, **k
         "ResourceClaim": "resourceclaims",
         "ResourceSlice": "resourceslices",
         "PodGroup": "podgroups",
+        "DeviceClass": "deviceclasses",
+        "ElasticQuota": "elasticquotas",
     }
     for o in objects:
         by.setdefault(plural[o["kind"]], []).append(o)
@@ -137,3 +148,30 @@ def test_placement_class_is_compared_with_the_simulator_and_the_expectation() ->
     assert inv.same_placement_class_as_simulate(st) == ["class gpu: 1 bound live, 2 simulated"]
     assert inv.expected_placement(st) == ["class gpu: 1 bound, expected 2"]
     assert set(inv.check(st)) >= {"same-placement-class-as-simulate", "expected-placement"}
+
+
+def test_a_team_over_its_quota_counts_pods_and_claimed_devices_once() -> None:
+    quota = elastic_quota("default", {"cpu": 1}, {"cpu": 2, GPU_QUOTA: 1})
+    shared = allocated(fresh_claim("c0", request()), "g0", "gpu-0", "p0")
+    pods = [
+        make_pod(f"p{i}")
+        .req(cpu="1")
+        .node("g0")
+        .spec(resourceClaims=[{"name": "gpu", "resourceClaimName": "c0"}])
+        .obj()
+        for i in range(2)
+    ]
+    objs = (quota, device_class(GPU), *gpu_node("g0", 2), shared, *pods)
+    assert inv.quotas_not_exceeded(state(*objs)) == []  # two pods, one shared claim: 1 GPU
+    second = allocated(fresh_claim("c1", request()), "g0", "gpu-1", "p2")
+    third = (
+        make_pod("p2")
+        .req(cpu="1")
+        .node("g0")
+        .spec(resourceClaims=[{"name": "gpu", "resourceClaimName": "c1"}])
+        .obj()
+    )
+    assert inv.quotas_not_exceeded(state(*objs, second, third)) == [
+        "quota default over max: cpu 3 > 2",
+        f"quota default over max: {GPU_QUOTA} 2 > 1",
+    ]
