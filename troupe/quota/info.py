@@ -30,6 +30,7 @@ UPPER_BOUND_OF_MAX: Final = 2**63 - 1  # upstream's math.MaxInt64
 LOWER_BOUND_OF_MIN: Final = 0
 # framework.Resource's own fields: compared whatever the request names.
 FIXED: Final = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+_FIXED_SET: Final = frozenset(FIXED)
 # What a missing min or max is set to (upstream's makeResourceListForBound).
 BOUNDED: Final = (CPU, MEMORY, EPHEMERAL_STORAGE)
 
@@ -40,10 +41,11 @@ def bound_list(bound: int) -> dict[str, int]:
 
 def over(x1: Resources, x2: Resources, y: Resources, bound: int) -> bool:
     """Upstream's cmp2: whether x1 + x2 exceeds y in some resource."""
+    g1, g2, gy = x1.get, x2.get, y.get
     for r in FIXED:
-        if x1.get(r, 0) + x2.get(r, 0) > y.get(r, 0):
+        if g1(r, 0) + g2(r, 0) > gy(r, 0):
             return True
-    return any(r not in FIXED and q + x2.get(r, 0) > y.get(r, bound) for r, q in x1.items())
+    return any(r not in _FIXED_SET and q + g2(r, 0) > gy(r, bound) for r, q in x1.items())
 
 
 def exceeded(x1: Resources, x2: Resources, y: Resources, bound: int) -> list[str]:
@@ -137,17 +139,19 @@ class ElasticQuotaInfo:
 
     def add_pod_if_not_present(self, pod: Pod) -> bool:
         """Count the pod once; False if it was counted already."""
-        if pod.key in self.pods:
+        key = pod.key
+        if key in self.pods:
             return False
-        self.pods.add(pod.key)
-        self.reserve_resource(pod.requests)
+        self.pods.add(key)
+        add_into(self.used, pod.requests)
         return True
 
     def delete_pod_if_present(self, pod: Pod) -> bool:
-        if pod.key not in self.pods:
+        key = pod.key
+        if key not in self.pods:
             return False
-        self.pods.discard(pod.key)
-        self.unreserve_resource(pod.requests)
+        self.pods.discard(key)
+        add_into(self.used, pod.requests, -1)
         return True
 
 
@@ -192,6 +196,11 @@ class ElasticQuotaInfos(dict[str, ElasticQuotaInfo]):
         their mins (upstream's aggregatedUsedOverMinWith). `totals`: `totals()`,
         if known already."""
         total_used, lo = self.totals() if totals is None else totals
-        used = dict(total_used)
-        add_into(used, request)
-        return over(used, {}, lo, LOWER_BOUND_OF_MIN)
+        # The sum compared without building it (this runs on every cycle): the
+        # resources the request names, then those only the total uses.
+        if over(request, total_used, lo, LOWER_BOUND_OF_MIN):
+            return True
+        for r, q in total_used.items():
+            if r not in _FIXED_SET and r not in request and q > lo.get(r, LOWER_BOUND_OF_MIN):
+                return True
+        return False

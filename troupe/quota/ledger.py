@@ -77,6 +77,8 @@ class QuotaLedger:
         # changed since (None: every one): a cycle's snapshot copies only those.
         self._copies: dict[str, ElasticQuotaInfo] = {}
         self._stale: set[str] | None = None
+        # That snapshot, given again while no quota changed.
+        self._last: ElasticQuotaInfos | None = None
         # The sums of every quota's used and min, kept as they change (PreFilter
         # compares with them on every cycle).
         self.total_used: dict[str, int] = {}
@@ -112,6 +114,8 @@ class QuotaLedger:
         (a cycle never changes its snapshot; with 20 quotas, copying each one
         every cycle was most of PreFilter's cost)."""
         infos, stale = self._infos, self._stale
+        if not stale and stale is not None and self._last is not None:
+            return self._last
         if stale is None:
             self._copies = {ns: info.snapshot() for ns, info in infos.items()}
         else:
@@ -123,7 +127,8 @@ class QuotaLedger:
                 else:
                     copies[ns] = info.snapshot()
         self._stale = set()
-        return ElasticQuotaInfos(self._copies)
+        self._last = ElasticQuotaInfos(self._copies)
+        return self._last
 
     def _changed(self, namespace: str) -> None:
         if self._stale is not None:
@@ -228,10 +233,13 @@ class QuotaLedger:
         (None: as counted before); a claim counts once in its namespace."""
         if pod.terminal:
             return False
-        by_key = self._pods.setdefault(pod.namespace, {})
-        known = by_key.get(pod.key)
-        by_key[pod.key] = pod
-        if claims is not None:
+        key = pod.key
+        by_key = self._pods.get(pod.namespace)
+        if by_key is None:
+            by_key = self._pods[pod.namespace] = {}
+        known = by_key.get(key)
+        by_key[key] = pod
+        if claims or (claims is not None and key in self._claims_of):
             self._use_claims(pod, claims)
         info = self._infos.get(pod.namespace)
         if known is not None and info is not None and pod.requests != known.requests:
@@ -255,11 +263,13 @@ class QuotaLedger:
         return self.add_pod(new, claims)
 
     def delete_pod(self, pod: Pod) -> bool:
+        key = pod.key
         by_key = self._pods.get(pod.namespace)
-        known = by_key.pop(pod.key, None) if by_key is not None else None
+        known = by_key.pop(key, None) if by_key is not None else None
         if by_key is not None and not by_key:
             del self._pods[pod.namespace]
-        self._release_claims(pod.namespace, pod.key)
+        if key in self._claims_of:
+            self._release_claims(pod.namespace, key)
         info = self._infos.get(pod.namespace)
         if info is None:
             return known is not None

@@ -455,23 +455,28 @@ class CapacityScheduling(
         if own is None:
             state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
             return None, SKIP
-        in_eq: dict[str, int] = {}
-        with_all: dict[str, int] = {}
         nominator = self.handle.nominator
-        for node in list(nominator.nodes()):
-            for p in nominator.pods_on(node):
-                if p.key == pod.key:
-                    continue
-                info = infos.get(p.namespace)
-                if info is None or p.key in info.pods:
-                    continue  # no quota, or counted in its used already (a gang's trial)
-                if p.namespace == pod.namespace and p.priority >= pod.priority:
-                    add_into(in_eq, p.requests)
-                    add_into(with_all, p.requests)
-                elif p.namespace != pod.namespace and not info.used_over_min():
-                    add_into(with_all, p.requests)
-        add_into(in_eq, pod_req)
-        add_into(with_all, pod_req)
+        if not len(nominator):
+            # No pod nominated (most cycles): the request alone, one dict for
+            # both sums (they are only read).
+            in_eq = with_all = dict(pod_req)
+        else:
+            in_eq, with_all = {}, {}
+            key = pod.key
+            for node in list(nominator.nodes()):
+                for p in nominator.pods_on(node):
+                    if p.key == key:
+                        continue
+                    info = infos.get(p.namespace)
+                    if info is None or p.key in info.pods:
+                        continue  # no quota, or counted in its used already (a gang's trial)
+                    if p.namespace == pod.namespace and p.priority >= pod.priority:
+                        add_into(in_eq, p.requests)
+                        add_into(with_all, p.requests)
+                    elif p.namespace != pod.namespace and not info.used_over_min():
+                        add_into(with_all, p.requests)
+            add_into(in_eq, pod_req)
+            add_into(with_all, pod_req)
         state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, in_eq, with_all))
         if self._preempting == pod.key:
             return None, SKIP
