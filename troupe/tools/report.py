@@ -67,7 +67,7 @@ overflow:hidden;white-space:nowrap;text-overflow:ellipsis;box-sizing:border-box}
 border-radius:12px;cursor:pointer}
 .switch>input:checked+label{background:#2d3748;color:#fff;border-color:#2d3748}
 .switch>input:focus-visible+label{outline:2px solid #2b6cb0}
-.map{display:none} .chg td{font-weight:600}
+.map{display:none} .chg td,td.chg{font-weight:600} .sbs td{white-space:nowrap}
 .prov td:first-child{color:#4a5568}
 """
 
@@ -539,13 +539,15 @@ def _side_by_side(
     rows: Sequence[tuple[Sequence[str], Sequence[str]]],
     head: Sequence[str],
 ) -> str:
-    """A table of requested / allocatable under both runs: one row per
-    (leading cells, nodes summed); rows that differ are in bold."""
+    """Requested / allocatable under both runs: one row per (leading cells,
+    nodes summed), each resource's cell the first run above the second; the
+    cells that differ are in bold."""
     titles = list(dict.fromkeys(m.title for run in ms for m in run))
     by_title = [{m.title: m for m in run} for run in ms]
+    runs = "<br>".join(html.escape(n) for n in names)
     out = []
     for lead, members in rows:
-        cells, differ = [], False
+        cells = []
         for t in titles:
             shown = []
             for run in by_title:
@@ -555,15 +557,12 @@ def _side_by_side(
                 shown.append(
                     (req, f"{m.pair(req, alloc)} ({_pct(req, alloc)})" if m and pairs else "-")
                 )
-            differ |= shown[0][0] != shown[1][0]
-            cells += [f'<td class="num">{html.escape(s)}</td>' for _, s in shown]
-        cls = ' class="chg"' if differ else ""
+            cls = "num chg" if shown[0][0] != shown[1][0] else "num"
+            cells.append(f'<td class="{cls}">' + "<br>".join(html.escape(x) for _, x in shown))
         lead_cells = "".join(f"<td>{html.escape(x)}</td>" for x in lead)
-        out.append(f"<tr{cls}>{lead_cells}{''.join(cells)}</tr>")
-    th1 = "".join(f'<th rowspan="2">{html.escape(h)}</th>' for h in head)
-    th1 += "".join(f'<th colspan="2">{html.escape(t)}</th>' for t in titles)
-    th2 = "".join(f"<th>{html.escape(n)}</th>" for _ in titles for n in names)
-    return f"<table><tr>{th1}</tr><tr>{th2}</tr>{''.join(out)}</table>"
+        out.append(f"<tr>{lead_cells}<td>{runs}</td>{'</td>'.join(cells)}</td></tr>")
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in (*head, "run", *titles))
+    return f'<table class="sbs"><tr>{th}</tr>{"".join(out)}</table>'
 
 
 def _counts(results: Sequence[SimulationResult], names: Sequence[str]) -> str:
