@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from troupe import __version__
 
 if TYPE_CHECKING:
+    from troupe.tools.report import Provenance
     from troupe.tools.simulate import SimulationResult
 
 
@@ -76,7 +77,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.output == "html":
         from troupe.tools.report import render_html
 
-        out = render_html(result, objects)
+        out = render_html(result, objects, _provenance(args, (args.config or "",)))
     else:
         out = format_output(result, args.output)
     sys.stdout.write(out + "\n")
@@ -90,6 +91,16 @@ def _simulate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _provenance(args: argparse.Namespace, configs: tuple[str, ...]) -> Provenance:
+    """What the HTML report names as its source: the input files (and the
+    cluster read through --kubeconfig), the configurations, the seed."""
+    from troupe.tools.report import Provenance
+
+    live = getattr(args, "kubeconfig", None)
+    cluster = () if live is None else (f"the cluster of kubeconfig {live or '(default)'}",)
+    return Provenance((*cluster, *args.files), configs, args.seed)
 
 
 def _print_compare(
@@ -114,7 +125,8 @@ def _print_compare(
     if args.output == "html":
         from troupe.tools.report import render_compare_html
 
-        out = render_compare_html(results, names, diff, objects)
+        prov = _provenance(args, tuple(args.compare))
+        out = render_compare_html(results, names, diff, objects, prov)
     elif args.output == "table":
         out = format_compare(diff)
     else:
