@@ -201,3 +201,13 @@ def test_compare_shows_both_runs_figures_side_by_side() -> None:
     assert "placed under least only (0)" in page
     # both runs in full, each with its own switch
     assert page.count('name="run0-use"') == page.count('name="run1-use"') == len(MAPS)
+
+
+def test_the_cli_names_its_inputs_on_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+    from troupe.cli import main
+
+    assert main(["simulate", DEMO, "-o", "html", "--seed", "3"]) == 0
+    page = capsys.readouterr().out
+    assert f"<td>input files</td><td>{html.escape(DEMO)}</td>" in page
+    assert "<td>configuration</td><td>default profile</td>" in page
+    assert "<td>seed</td><td>3</td>" in page
