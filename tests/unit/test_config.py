@@ -223,6 +223,7 @@ def test_in_tree_defaults() -> None:
             "VolumeBinding",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
             "NodeResourcesBalancedAllocation",
             "ImageLocality",
         ],
@@ -233,6 +234,7 @@ def test_in_tree_defaults() -> None:
             "VolumeBinding*1",
             "PodTopologySpread*2",
             "InterPodAffinity*2",
+            "DynamicResources*2",
             "NodeResourcesBalancedAllocation*1",
             "ImageLocality*1",
         ],
@@ -1023,6 +1025,7 @@ def test_full_file() -> None:
         "VolumeBinding*1",
         "PodTopologySpread*2",
         "InterPodAffinity*2",
+        "DynamicResources*2",
     ]
     cos = c.profiles[0].plugins["permit"][0]
     assert (cos.name, cos.args, cos.args_path) == (

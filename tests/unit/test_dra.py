@@ -5,6 +5,7 @@ allocator do, pod by pod."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -26,7 +27,10 @@ from tests.unit.dra_helpers import (
     slice_,
     template,
 )
+from troupe.config import default_config
 from troupe.dra.types import FINALIZER
+from troupe.plugins.registry import IN_TREE
+from troupe.tools.simulate import Simulation
 
 
 def test_each_pod_gets_its_own_device_and_the_claim_records_it() -> None:
@@ -187,6 +191,50 @@ def test_first_available_takes_the_first_alternative_that_fits() -> None:
     assert placed(result)["p"] == ("n0", {"gpu": [f"{DRIVER}/n0/gpu-0", f"{DRIVER}/n0/gpu-1"]})
     (c,) = sim.cluster.resource_claims.values()
     assert {r["request"] for r in c["status"]["allocation"]["devices"]["results"]} == {"gpu/small"}
+
+
+def _big_or_small() -> list[dict[str, Any]]:
+    """n0 has two A100s (only the second choice fits), n1 one H100 (the
+    first): DynamicResources scores n1 8 and n0 7."""
+    req = {
+        "name": "gpu",
+        "firstAvailable": [
+            {
+                "name": "big",
+                "deviceClassName": DRIVER,
+                "selectors": [
+                    {"cel": {"expression": 'device.attributes["gpu.example.com"].model == "h100"'}}
+                ],
+            },
+            {"name": "small", "deviceClassName": DRIVER, "count": 2},
+        ],
+    }
+    return [
+        node("n0"),
+        node("n1"),
+        device_class(),
+        gpus("n0", 2, model="a100"),
+        slice_("n1-gpus", device("gpu-0", model="h100"), node="n1"),
+        template("t", req),
+        pod("p", template="t"),
+    ]
+
+
+def test_a_node_with_an_earlier_first_available_choice_scores_higher() -> None:
+    # As kube-scheduler's DynamicResources Score (DRAPrioritizedList, GA in 1.36).
+    _, result = run(_big_or_small())
+    assert placed(result)["p"] == ("n1", {"gpu": [f"{DRIVER}/n1/gpu-0"]})
+
+
+def test_explain_shows_the_dynamic_resources_score() -> None:
+    sim = Simulation(_big_or_small(), default_config(IN_TREE), explain=["default/p"])
+    ex = asyncio.run(sim.run()).to_json_obj()["explain"]["default/p"]
+    assert ex["chosen"] == "n1"
+    by_node = {s["node"]: s["plugins"]["DynamicResources"] for s in ex["scores"]}
+    assert by_node == {
+        "n1": {"raw": 8, "normalized": 100, "weight": 2, "weighted": 200},
+        "n0": {"raw": 7, "normalized": 87, "weight": 2, "weighted": 174},
+    }
 
 
 def test_admin_access_takes_a_device_in_use_without_using_it_up() -> None:

@@ -11,7 +11,12 @@ plugin of that name does.
 - Filter: an allocated claim's node selector admits the node
   ("resourceclaim not available on the node"); the unallocated ones are
   allocated on the node by the structured allocator (troupe.dra.allocator),
-  else "cannot allocate all claims".
+  else "cannot allocate all claims". For a pod whose claims have
+  `firstAvailable` requests, Filter keeps the node's score from the
+  allocation it made there.
+- PreScore / Score: those scores, as kube-scheduler's computeScore (a chosen
+  subrequest at index i of its list gives 8 - i), normalised by the highest
+  (DefaultNormalizeScore). A pod without prioritized lists skips Score.
 - Reserve: the allocation for the chosen node is made again against what is
   in use now (another pod of the same cycle, a gang's member, may have taken
   devices since Filter) and assumed in the device store, with the pod in
@@ -37,12 +42,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+import numpy as np
+
 from troupe.api.duration import parse_duration
 from troupe.api.selectors import node_selector_matches
 from troupe.api.types import InvalidObject, Pod, PodGroup, PodKey
 from troupe.core.cluster import Conflict, NotFound
 from troupe.core.recorder import ObjectRef, rfc3339
-from troupe.core.snapshot import NodeTable
+from troupe.core.snapshot import Int64Array, IntpArray, NodeTable
 from troupe.dra.allocator import CANNOT_ALLOCATE, AllocationError, allocate
 from troupe.dra.claims import claim_name, group_claim
 from troupe.dra.extended import (
@@ -81,7 +88,10 @@ from troupe.framework.interface import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
     TrialChargePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status, error, unresolvable
@@ -94,6 +104,9 @@ NOT_AVAILABLE: Final = "resourceclaim not available on the node"
 IN_USE: Final = "resourceclaim in use"
 _WRITE_ATTEMPTS: Final = 5
 ALLOCATION_WAIT_SECONDS: Final = 30.0
+# resourceapi.FirstAvailableDeviceRequestMaxSize: the subrequests a request may
+# list; the first chosen scores this much, each later one a point less.
+FIRST_AVAILABLE_MAX: Final = 8
 # DynamicResourcesArgs.bindingTimeout's default: how long PreBind waits for
 # the binding conditions of the devices it allocated.
 BINDING_TIMEOUT_SECONDS: Final = 600.0
@@ -167,6 +180,10 @@ class _State:
     # A claim an earlier attempt made for the pod's extended resources (the
     # scheduler stopped before the pod was bound): PostFilter deletes it.
     stale_extended: str = ""
+    # Some claim has a `firstAvailable` request: Filter then keeps each
+    # node's raw score (kube's nodeAllocations, which Score reads).
+    prioritized: bool = False
+    scores: dict[str, int] = field(default_factory=dict)
 
 
 def binding_ready(claim: ResourceClaim) -> bool | str:
@@ -213,11 +230,42 @@ def binding_timed_out(claim: ResourceClaim, now: float, timeout: float) -> bool:
     )
 
 
+def compute_score(claims: Sequence[ResourceClaim], allocations: Sequence[Allocation]) -> int:
+    """A node's raw score for the pod's claims, as kube-scheduler's
+    computeScore: each `firstAvailable` request whose subrequest at index i
+    of its list was chosen adds FIRST_AVAILABLE_MAX - i. An allocated claim
+    counts with its own allocation; the others take `allocations` in order
+    (those Filter made on the node). ValueError when there are fewer."""
+    score = 0
+    left = iter(allocations)
+    for claim in claims:
+        allocation = claim.allocation
+        if allocation is None:
+            allocation = next(left, None)
+            if allocation is None:
+                raise ValueError(
+                    f"number of allocations {len(allocations)} is smaller than "
+                    "number of claims needing allocation"
+                )
+        chosen = {r.request for r in allocation.results if "/" in r.request}
+        if not chosen:
+            continue
+        for request in claim.requests:
+            if request.first_available:
+                for i, alt in enumerate(request.alternatives):
+                    if alt.name in chosen:
+                        score += FIRST_AVAILABLE_MAX - i
+    return score
+
+
 class DynamicResources(
     PreEnqueuePlugin,
     PreFilterPlugin,
     NodeFilterPlugin,
     PostFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
     ReservePlugin,
     PreBindPlugin,
     TrialChargePlugin,
@@ -309,6 +357,9 @@ class DynamicResources(
                 extended,
                 binding=binding,
                 stale_extended=self._stale_extended(pod) if extended else "",
+                prioritized=any(
+                    r.first_available for c in (*allocated, *pending) for r in c.requests
+                ),
             ),
         )
         return None, SUCCESS
@@ -372,16 +423,24 @@ class DynamicResources(
             here = self._trial.get(name)
             if here:
                 claims = [*here.values(), *(c for c in pending if c.key not in here)]
+        # Only a pod with prioritized lists needs to know which subrequests
+        # were chosen (its score); the others ask only whether the claims fit.
+        build = s.prioritized
         try:
-            got = allocate(self.store, claims, name, labels, build=False)
+            got = allocate(self.store, claims, name, labels, build=build)
             if got is None:
                 released = self._released(nodes, row, name, labels)
                 if released:
-                    got = allocate(self.store, claims, name, labels, build=False, released=released)
+                    got = allocate(self.store, claims, name, labels, build=build, released=released)
         except AllocationError as e:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (str(e),), NAME)
         if got is None:
             return Status(Code.UNSCHEDULABLE, (CANNOT_ALLOCATE,), NAME)
+        if build:
+            by_key = {c.key: a for c, a in zip(claims, got, strict=True)}
+            s.scores[name] = compute_score(
+                [*s.allocated, *pending], [by_key[c.key] for c in pending]
+            )
         return SUCCESS
 
     def _released(
@@ -417,6 +476,33 @@ class DynamicResources(
                         break
                 gone[key] = g
         return {key for key, g in gone.items() if g}
+
+    # ---- PreScore / Score ------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Status:
+        """Skip unless Filter kept scores: a pod without claims, or whose claims
+        have no `firstAvailable` request, or none left to allocate, scores 0
+        everywhere in kube-scheduler, which normalises to 0."""
+        s = state.get(_STATE_KEY)
+        if not isinstance(s, _State) or not s.scores:
+            return SKIP
+        return SUCCESS
+
+    def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: IntpArray) -> Int64Array:
+        """The scores Filter kept for the nodes (0 for a node it did not keep
+        one for), as kube-scheduler's Score reads its nodeAllocations."""
+        scores = state.read(_STATE_KEY, _State).scores
+        names = nodes.names
+        return np.fromiter(
+            (scores.get(names[r], 0) for r in rows.tolist()), dtype=np.int64, count=len(rows)
+        )
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: Int64Array) -> Int64Array:
+        # DefaultNormalizeScore(MaxNodeScore, reverse=false), as kube-scheduler.
+        top = int(scores.max()) if len(scores) else 0
+        if top == 0:
+            return scores
+        return scores * 100 // top
 
     # ---- PostFilter ------------------------------------------------------------------
 
@@ -954,4 +1040,4 @@ def _consumer_body(c: Consumer) -> dict[str, str]:
     return body
 
 
-__all__ = ["NAME", "DynamicResources", "PodKey"]
+__all__ = ["NAME", "DynamicResources", "PodKey", "compute_score"]

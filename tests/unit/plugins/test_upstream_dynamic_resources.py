@@ -1,8 +1,9 @@
 """DynamicResources: cases ported from kube-scheduler's
 pkg/scheduler/framework/plugins/dynamicresources/dynamicresources_test.go
-(TestPlugin, TestIsSchedulableAfterClaimChange, TestIsSchedulableAfterPodChange;
-the stored version on resource.k8s.io/v1 with extended resources backed by DRA
-and binding conditions, ~v1.34/v1.35).
+(TestPlugin, TestIsSchedulableAfterClaimChange, TestIsSchedulableAfterPodChange,
+Test_computesScore, TestNormalizeScore; the stored version on resource.k8s.io/v1
+with extended resources backed by DRA, binding conditions and the scoring of
+prioritized lists, ~v1.35/v1.36).
 
 Upstream drives one scheduling cycle per case through the plugin (PreEnqueue,
 PreFilter, Filter on each node, Reserve on the first node that passed, then
@@ -48,9 +49,6 @@ Not ported:
   "extended-resource-name-with-resources-delete-claim": tested through the
   pipeline in tests/unit/test_dra.py (the claim is deleted by PostFilter, then
   made anew).
-- "single-claim-prioritized-list-scoring", "multiple-claims-prioritized-list-scoring",
-  "multiple-requests-prioritized-list-scoring" (and Test_computesScore,
-  TestNormalizeScore): Troupe's DynamicResources has no Score.
 - Feature gates off: "tainted-device-disabled",
   "request-admin-access-without-DRAAdminAccess-featuregate", "DRA-disabled",
   "claim-with-prioritized-list-feature-disabled", "timeout_disabled": Troupe
@@ -95,6 +93,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from tests.builders import NodeBuilder, make_node, make_pod, table_of
@@ -102,11 +101,17 @@ from tests.unit.plugins.conftest import make_handle
 from troupe.api.parse import parse_pod
 from troupe.api.types import InvalidObject, Pod
 from troupe.core.memory_cluster import InMemoryCluster
-from troupe.dra.types import FINALIZER, ResourceClaim, parse_dra_object
+from troupe.dra.types import (
+    FINALIZER,
+    Allocation,
+    AllocationResult,
+    ResourceClaim,
+    parse_dra_object,
+)
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import EventResource, QueueingHint
 from troupe.framework.status import Code, Status
-from troupe.plugins.dynamic_resources import DynamicResources
+from troupe.plugins.dynamic_resources import DynamicResources, compute_score
 
 API = "resource.k8s.io/v1"
 DRIVER = "some-driver"
@@ -427,6 +432,9 @@ class Cycle:
     reserve: Status | None = None
     in_flight_after_reserve: dict[str, ResourceClaim] = field(default_factory=dict)
     pre_bind: Status | None = None
+    # Score and NormalizeScore, run (as upstream) when more than one node passed.
+    score: dict[str, int] = field(default_factory=dict)
+    normalized: dict[str, int] = field(default_factory=dict)
 
 
 def schedule(
@@ -451,6 +459,15 @@ def schedule(
     if not feasible:
         return out
     out.node = feasible[0]
+    if len(feasible) > 1:
+        rows = np.array([w.table.row_of[n] for n in feasible], dtype=np.intp)
+        if w.plugin.pre_score(w.state, p, w.table, rows).is_success:
+            raw = w.plugin.score(w.state, p, w.table, rows)
+            out.score = dict(zip(feasible, raw.tolist(), strict=True))
+            norm = w.plugin.normalize_score(w.state, p, raw.copy())
+            out.normalized = dict(zip(feasible, norm.tolist(), strict=True))
+            # Upstream's loop takes the first node with the highest score.
+            out.node = feasible[int(np.argmax(norm))]
     out.reserve = w.plugin.reserve(w.state, p, out.node)
     out.in_flight_after_reserve = w.in_flight()
     if not out.reserve.is_success:
@@ -872,6 +889,237 @@ def test_upstream_claim_with_prioritized_list() -> None:
         "reservedFor": RESERVED,
     }
     assert w.stored()["metadata"]["finalizers"] == [FINALIZER]
+
+
+# ---- TestPlugin: scoring of prioritized lists ------------------------------------
+
+HEALTHY = f'device.attributes["{DRIVER}"].{ATTR}'
+
+
+def prioritized(name: str, *requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """st.MakeResourceClaim().RequestWithPrioritizedList(...)...: requests
+    req-1, req-2, ..., the pod as owner (pendingClaim...)."""
+    return claim(
+        name,
+        *({"name": f"req-{i}", "firstAvailable": subs} for i, subs in enumerate(requests, 1)),
+        owner=True,
+    )
+
+
+def results_of(c: dict[str, Any]) -> list[str]:
+    """The requests an allocation's results name (upstream ignores which
+    device each got)."""
+    return [r["request"] for r in c["status"]["allocation"]["devices"]["results"]]
+
+
+def test_upstream_single_claim_prioritized_list_scoring() -> None:
+    """upstream: single-claim-prioritized-list-scoring — the first
+    subrequest selects healthy devices: worker (healthy) takes it and scores
+    8, worker-2 only the second (7); normalised 100 and 87, worker chosen."""
+    c = prioritized(CLAIM, [sub("subreq-1", selector=HEALTHY), sub("subreq-2")])
+    w = World(
+        nodes=[worker(), worker("worker-2")],
+        claims=[c],
+        classes=[device_class()],
+        slices=[
+            resource_slice("worker", device("instance-1", healthy=True)),
+            resource_slice("worker-2", device("instance-1", healthy=False)),
+        ],
+    )
+    got = schedule(w, with_claim_name())
+    assert got.score == {"worker": 8, "worker-2": 7}
+    assert got.normalized == {"worker": 100, "worker-2": 87}
+    assert got.node == "worker"
+    assert got.pre_bind is not None and got.pre_bind.is_success
+    assert results_of(w.stored()) == ["req-1/subreq-1"]
+    assert w.stored()["status"]["reservedFor"] == RESERVED
+
+
+def test_upstream_multiple_claims_prioritized_list_scoring() -> None:
+    """upstream: multiple-claims-prioritized-list-scoring — claim 1 takes one
+    device (8 everywhere); claim 2 takes 4, 3, 2 or 1: worker (4 devices)
+    gives it 3 (7), worker-2 (2 devices) 1 (5), worker-3 (1 device) nothing."""
+    c1 = prioritized(CLAIM, [sub("subreq-1")])
+    c2 = prioritized(
+        CLAIM2,
+        [sub(f"subreq-{i}", count=5 - i) for i in range(1, 5)],
+    )
+    w = World(
+        nodes=[worker(), worker("worker-2"), worker("worker-3")],
+        claims=[c1, c2],
+        classes=[device_class()],
+        slices=[
+            resource_slice("worker", *(device(f"instance-{i}") for i in range(1, 5))),
+            resource_slice("worker-2", device("instance-1"), device("instance-2")),
+            resource_slice("worker-3", device("instance-1")),
+        ],
+    )
+    got = schedule(w, with_two_claim_names())
+    # Troupe: Unschedulable (upstream UnschedulableAndUnresolvable), see above.
+    assert_status(got.filter["worker-3"], Code.UNSCHEDULABLE, "cannot allocate all claims")
+    assert got.score == {"worker": 15, "worker-2": 13}
+    assert got.normalized == {"worker": 100, "worker-2": 86}
+    assert got.node == "worker"
+    assert got.pre_bind is not None and got.pre_bind.is_success
+    assert results_of(w.stored()) == ["req-1/subreq-1"]
+    assert results_of(w.stored(CLAIM2)) == ["req-1/subreq-2"] * 3
+
+
+def test_upstream_multiple_requests_prioritized_list_scoring() -> None:
+    """upstream: multiple-requests-prioritized-list-scoring — two requests of
+    one claim, each two devices or else one: 4 devices give 8 + 8, 3 give
+    8 + 7, 2 give 7 + 7; normalised 100, 93, 87."""
+    subs = [sub("subreq-1", count=2), sub("subreq-2", count=1)]
+    w = World(
+        nodes=[worker(), worker("worker-2"), worker("worker-3")],
+        claims=[prioritized(CLAIM, subs, subs)],
+        classes=[device_class()],
+        slices=[
+            resource_slice(n, *(device(f"instance-{i}") for i in range(1, k + 1)))
+            for n, k in (("worker", 4), ("worker-2", 3), ("worker-3", 2))
+        ],
+    )
+    got = schedule(w, with_claim_name())
+    assert got.score == {"worker": 16, "worker-2": 15, "worker-3": 14}
+    assert got.normalized == {"worker": 100, "worker-2": 93, "worker-3": 87}
+    assert got.node == "worker"
+    assert got.pre_bind is not None and got.pre_bind.is_success
+    assert results_of(w.stored()) == ["req-1/subreq-1"] * 2 + ["req-2/subreq-1"] * 2
+
+
+def test_no_score_without_prioritized_lists() -> None:
+    """A pod whose claims have no `firstAvailable` request skips Score (kube's
+    Score gives 0 everywhere, which normalises to 0), and its Filter only asks
+    whether the claims fit."""
+    w = World(
+        nodes=[worker(), worker("worker-2")],
+        claims=[pending()],
+        classes=[device_class()],
+        slices=[worker_slice(), resource_slice("worker-2", device("instance-1"))],
+    )
+    got = schedule(w, with_claim_name())
+    assert got.filter["worker"].is_success and got.filter["worker-2"].is_success
+    assert got.score == {} and got.node == "worker"
+    p = parsed_pod(with_claim_name())
+    rows = np.arange(2, dtype=np.intp)
+    assert w.plugin.pre_score(w.state, p, w.table, rows).code is Code.SKIP
+    # A pod without claims: PreFilter skips, and so does PreScore.
+    plain = parsed_pod(pod_obj())
+    state = CycleState()
+    assert w.plugin.pre_filter(state, plain, w.table)[1].code is Code.SKIP
+    assert w.plugin.pre_score(state, plain, w.table, rows).code is Code.SKIP
+
+
+# ---- Test_computesScore, TestNormalizeScore --------------------------------------
+
+
+def _claim(c: dict[str, Any]) -> ResourceClaim:
+    got = parse_dra_object("ResourceClaim", copy.deepcopy(c))
+    assert isinstance(got, ResourceClaim)
+    return got
+
+
+def _named(*requests: tuple[str, int]) -> ResourceClaim:
+    """st.MakeResourceClaim().NamedRequestWithPrioritizedList(name, n subrequests)..."""
+    return _claim(
+        claim(
+            CLAIM,
+            *(
+                {"name": name, "firstAvailable": [sub(f"subreq-{i}") for i in range(1, n + 1)]}
+                for name, n in requests
+            ),
+        )
+    )
+
+
+def _results(*requests: str) -> Allocation:
+    return Allocation(tuple(AllocationResult(r, DRIVER, "worker", "instance-1") for r in requests))
+
+
+@pytest.mark.parametrize(
+    ("claims", "allocations", "want"),
+    [
+        pytest.param(
+            [_named(("req-1", 1))],
+            [_results("req-1/subreq-1")],
+            8,
+            id="single-request-only-subrequest-allocated",
+        ),
+        pytest.param(
+            [_named(("req-1", 8))],
+            [_results("req-1/subreq-8")],
+            1,
+            id="single-request-last-subrequest-allocated",
+        ),
+        pytest.param(
+            [_named(("req-1", 4), ("req-2", 5))],
+            [_results("req-1/subreq-4", "req-2/subreq-5")],
+            9,
+            id="multiple-requests-with-middle-subrequests-allocated",
+        ),
+        pytest.param(
+            [_named(("req-1", 8), ("req-2", 1))],
+            [_results("req-1/subreq-8", "req-2/subreq-1")],
+            9,
+            id="multiple-requests-with-top-subrequests-allocated",
+        ),
+        pytest.param(
+            [_named(("req-1", 8)), _named(("req-2", 8))],
+            [_results("req-1/subreq-8"), _results("req-2/subreq-8")],
+            2,
+            id="multiple-claims-with-last-subrequests-allocated",
+        ),
+        pytest.param(
+            [_named(("req-1", 1)), _named(("req-2", 1))],
+            [_results("req-1/subreq-1"), _results("req-2/subreq-1")],
+            16,
+            id="multiple-claims-with-top-subrequests-allocated",
+        ),
+        pytest.param(
+            [_claim(allocated(pending())), _claim(claim(CLAIM2, owner=True))],
+            [_results("req-2")],
+            0,
+            id="mix-of-allocated-and-unallocated-claims",
+        ),
+    ],
+)
+def test_upstream_compute_score(
+    claims: list[ResourceClaim], allocations: list[Allocation], want: int
+) -> None:
+    """upstream: Test_computesScore."""
+    assert compute_score(claims, allocations) == want
+
+
+def test_upstream_compute_score_more_claims_than_allocations() -> None:
+    """upstream: Test_computesScore more-claims-than-allocations — an error."""
+    with pytest.raises(ValueError, match="smaller than number of claims"):
+        compute_score([_named(("req-1", 1)), _named(("req-2", 1))], [])
+
+
+MAX_INT32 = 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("scores", "want"),
+    [
+        pytest.param([], [], id="empty"),
+        pytest.param([42], [100], id="single-score"),
+        pytest.param([8, 8], [100, 100], id="all-same"),
+        pytest.param([MAX_INT32, MAX_INT32], [100, 100], id="all-same-very-large"),
+        pytest.param([MAX_INT32, 0], [100, 0], id="max-and-min-values"),
+        pytest.param([99, 98, 97], [100, 98, 97], id="mid-value"),
+        pytest.param(
+            [MAX_INT32, MAX_INT32 - 1, 1, 0], [100, 99, 0, 0], id="large-spread-lost-precision"
+        ),
+    ],
+)
+def test_upstream_normalize_score(scores: list[int], want: list[int]) -> None:
+    """upstream: TestNormalizeScore (DefaultNormalizeScore)."""
+    w = World()
+    got = w.plugin.normalize_score(
+        w.state, parsed_pod(with_claim_name()), np.array(scores, dtype=np.int64)
+    )
+    assert got.tolist() == want
 
 
 # ---- TestPlugin: extended resources backed by DRA --------------------------------
