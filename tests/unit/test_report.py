@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from troupe import __version__
+from troupe.cli import main
 from troupe.config import default_config, parse_config
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.compare import compare
@@ -204,8 +205,6 @@ def test_compare_shows_both_runs_figures_side_by_side() -> None:
 
 
 def test_the_cli_names_its_inputs_on_the_page(capsys: pytest.CaptureFixture[str]) -> None:
-    from troupe.cli import main
-
     assert main(["simulate", DEMO, "-o", "html", "--seed", "3"]) == 0
     page = capsys.readouterr().out
     assert f"<td>input files</td><td>{html.escape(DEMO)}</td>" in page
