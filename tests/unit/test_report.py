@@ -11,7 +11,7 @@ import copy
 import html
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -210,3 +210,55 @@ def test_the_cli_names_its_inputs_on_the_page(capsys: pytest.CaptureFixture[str]
     assert f"<td>input files</td><td>{html.escape(DEMO)}</td>" in page
     assert "<td>configuration</td><td>default profile</td>" in page
     assert "<td>seed</td><td>3</td>" in page
+
+
+def one_node_run(placed: bool) -> SimulationResult:
+    """A node n1 (zone z, rack r), a pod on it, and a pod placed only if `placed`."""
+    cpu = 3 if placed else 1
+    nodes: dict[str, dict[str, dict[str, float | int]]] = {
+        "n1": {"cpu": {"requested": cpu, "allocatable": 4}}
+    }
+    pods = {
+        "ns/a": {"node": "n1", "reason": None, "preemptedBy": None},
+        "ns/b": {
+            "node": "n1" if placed else None,
+            "reason": None if placed else "0/1 nodes are available: 1 Insufficient cpu.",
+            "preemptedBy": None,
+        },
+    }
+    quotas: dict[str, dict[str, dict[str, float | int]]] = {
+        "ns/q": {"min": {"memory": 2**30}, "max": {"memory": 4 * 2**30}, "used": {"memory": 2**31}}
+    }
+    return SimulationResult(pods, {}, nodes, 1.0, 2, elastic_quotas=quotas)
+
+
+NODE_N1: Final = {
+    "kind": "Node",
+    "metadata": {
+        "name": "n1",
+        "labels": {"topology.kubernetes.io/zone": "z", "troupe.dev/rack": "r"},
+    },
+}
+
+
+def test_compare_names_pods_pending_under_one_run_only() -> None:
+    a, b = one_node_run(True), one_node_run(False)
+    diff = compare(a, b, ("a", "b"))
+    page = render_compare_html([a, b], ("a", "b"), diff, [NODE_N1])
+    assert "placed under a only (1)" in page and "placed under b only (0)" in page
+    assert (
+        "<tr><td>ns/b</td><td>n1 (z / r)</td>"
+        "<td>0/1 nodes are available: 1 Insufficient cpu.</td></tr>"
+    ) in page
+    counts = page[page.index('<table class="counts">') :].split("</table>")[0]
+    assert (
+        '<tr class=chg><td>pods pending</td><td class="num">0</td><td class="num">1</td>'
+        '<td class="num">+1</td></tr>'
+    ) in counts
+    assert '<td class="num chg">3 / 4 cores (75 %)<br>1 / 4 cores (25 %)</td>' in page
+
+
+def test_quota_use_in_binary_units() -> None:
+    page = render_html(one_node_run(True), [NODE_N1])
+    row = page[page.index("<td>ns/q</td>") :].split("</tr>")[0]
+    assert '<td class="num">2Gi</td><td class="num">1Gi</td><td class="num">4Gi</td>' in row

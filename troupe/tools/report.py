@@ -411,7 +411,8 @@ def _preemptions(result: SimulationResult) -> str:
 
 def _quotas(result: SimulationResult) -> str:
     """Each ElasticQuota's use by resource: a bar of used against max (against
-    min when max leaves the resource unlimited), min marked on it."""
+    min when max leaves the resource unlimited), min marked on it; bytes in
+    Gi, Mi, Ki."""
     rows = []
     for key, q in result.elastic_quotas.items():
         for r in sorted(q["used"].keys() | q["min"].keys() | q["max"].keys()):
@@ -428,11 +429,12 @@ def _quotas(result: SimulationResult) -> str:
                 f'<svg width="160" height="12"><rect class="bar" width="{width:.1f}" '
                 f'height="12" fill="{_heat(used / scale)}"/>{tick}</svg>'
             )
-            shown_min = "-" if lo is None else f"{lo:g}"
-            shown_max = "-" if hi is None else f"{hi:g}"
+            amount = _bytes if _binary(r) else _trim
+            shown_min = "-" if lo is None else amount(lo)
+            shown_max = "-" if hi is None else amount(hi)
             rows.append(
                 f"<tr><td>{html.escape(key)}</td><td>{html.escape(r)}</td><td>{bar}</td>"
-                f'<td class="num">{used:g}</td><td class="num">{shown_min}</td>'
+                f'<td class="num">{amount(used)}</td><td class="num">{shown_min}</td>'
                 f'<td class="num">{shown_max}</td></tr>'
             )
     return (
