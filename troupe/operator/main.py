@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Final
 
 import kopf
+import uvloop
 
 from troupe.api.kinds import VERSIONED, WATCHED
 from troupe.api.types import NATIVE_POD_GROUP_API
@@ -74,6 +75,14 @@ log = logging.getLogger(__name__)
 # How long a stopping replica lets its binding cycles finish (within the
 # default 30 s termination grace period of a pod).
 SHUTDOWN_SECONDS: Final = 20
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The event loop of `troupe run` and of kopf's thread: uvloop's (libuv),
+    whose loop, sockets and TLS cost less CPU per request and watch line than
+    asyncio's own (docs/benchmarks.md, issue #30). The elector's child keeps
+    asyncio's: it makes one request per retryPeriod."""
+    return uvloop.new_event_loop()
 
 
 def connection_info(c: Credentials) -> kopf.ConnectionInfo:
@@ -222,15 +231,16 @@ class KopfThread:
         self.thread = threading.Thread(target=self._main, name="kopf", daemon=True)
 
     def _main(self) -> None:
-        asyncio.run(
-            kopf.operator(
-                registry=self.registry,
-                clusterwide=True,
-                standalone=True,
-                stop_flag=self.stop_flag,
-                ready_flag=self.ready_flag,
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(
+                kopf.operator(
+                    registry=self.registry,
+                    clusterwide=True,
+                    standalone=True,
+                    stop_flag=self.stop_flag,
+                    ready_flag=self.ready_flag,
+                )
             )
-        )
 
     def start(self) -> None:
         self.thread.start()
