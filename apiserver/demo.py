@@ -325,6 +325,10 @@ def demo(args: argparse.Namespace) -> int:
         )
         say(f"Embedded Kubernetes API: {srv.url}")
         say(f"  kubectl --kubeconfig {kubeconfig} get pods -A -o wide")
+        say(
+            "  (no kubelet runs here: kubectl shows the nodes Unknown and bound pods Pending;"
+            " NODE is where Troupe put them)"
+        )
         config: dict[str, Any] = CONFIG
         if args.config:
             config = yaml.safe_load(Path(args.config).read_text()) or {}

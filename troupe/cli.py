@@ -30,6 +30,10 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.compare and args.config:
         print("troupe: --compare takes the two configurations; leave out --config", file=sys.stderr)
         return 2
+    refused = _refused_simulate_flags(args)
+    if refused:
+        print(f"troupe: {refused}", file=sys.stderr)
+        return 2
     configs = []
     for path in args.compare or [args.config]:
         try:
@@ -46,11 +50,27 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"troupe: --until: must be a finite number >= 0, got {args.until}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    cluster: list[dict[str, Any]] = []
+    if args.kubeconfig is not None:
+        from troupe.tools.live import dump_snapshot, snapshot
+
+        try:
+            cluster = snapshot(args.kubeconfig or None).objects
+        except Exception as e:
+            print(f"troupe: cannot read the cluster: {e}", file=sys.stderr)
+            return 1
+        if args.save:
+            dump_snapshot(cluster, args.save)
+    workloads: list[tuple[str, dict[str, Any]]] = []
     try:
-        objects = load_objects(args.files)
+        objects = load_objects(args.files, cluster, workloads)
     except InputError as e:
         print(f"troupe: {e}", file=sys.stderr)
         return 2
+    from troupe.tools.simulate import workloads_without_pods
+
+    for warning in workloads_without_pods(workloads, objects):
+        print(f"troupe: warning: {warning}", file=sys.stderr)
     t1 = time.perf_counter()
     # The input lives until the end: the cyclic collector need not walk it
     # again on every full collection while scheduling.
@@ -101,6 +121,19 @@ def _provenance(args: argparse.Namespace, configs: tuple[str, ...]) -> Provenanc
     live = getattr(args, "kubeconfig", None)
     cluster = () if live is None else (f"the cluster of kubeconfig {live or '(default)'}",)
     return Provenance((*cluster, *args.files), configs, args.seed)
+
+
+def _refused_simulate_flags(args: argparse.Namespace) -> str:
+    """Why the flags given together make no sense ("" if they do)."""
+    if args.explain and args.compare:
+        return "--explain does not combine with --compare; explain under one --config"
+    if args.explain_all and not args.explain:
+        return "--explain-all only widens --explain NS/NAME; name the pod with --explain"
+    if not args.files and args.kubeconfig is None:
+        return "give input files, or --kubeconfig to read the cluster"
+    if args.save and args.kubeconfig is None:
+        return "--save keeps what --kubeconfig read; give --kubeconfig"
+    return ""
 
 
 def _print_compare(
@@ -263,11 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser(
-        "simulate", help="schedule a cluster described in YAML or JSON, no API server"
+        "simulate",
+        help="schedule a cluster described in YAML or JSON, or read from the API server "
+        "(--kubeconfig), writing nothing",
     )
     sim.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         metavar="FILE",
         help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses, "
         "PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, "
@@ -275,6 +310,18 @@ def build_parser() -> argparse.ArgumentParser:
         "ResourceClaims and ResourceClaimTemplates",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
+    sim.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="what if: list the cluster's objects (every kind Troupe reads; read only) and "
+        "schedule FILEs' objects added to them ('': in-cluster or the default kubeconfig)",
+    )
+    sim.add_argument(
+        "--save",
+        metavar="DUMP",
+        help="with --kubeconfig: write what was read to DUMP (YAML; JSON if it ends in .json), "
+        "an input for later runs",
+    )
     sim.add_argument(
         "--compare",
         nargs=2,

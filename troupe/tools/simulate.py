@@ -115,28 +115,44 @@ class InputError(Exception):
     """Unreadable input; the message names the file and the problem."""
 
 
-def load_objects(paths: Sequence[str]) -> list[dict[str, Any]]:
-    """Read every object from the files, in file order. Raises InputError.
+def load_objects(
+    paths: Sequence[str],
+    base: Sequence[dict[str, Any]] = (),
+    workloads: list[tuple[str, dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Read every object from the files, in file order, after `base` (a live
+    cluster's objects, `troupe.tools.live`). Raises InputError.
 
     Hostile input is refused in bounded time and memory: text that is not UTF-8,
     YAML or JSON nested too deeply, YAML whose aliases expand too far
     (`load_yaml_documents`), NaN or Infinity in JSON,
     names that are not strings, and two objects of one kind, namespace and name
-    (naming both places: a later one would silently replace the first).
+    (naming both places: a later one would silently replace the first; an
+    object of the files that `base` has already is "first in the cluster").
+    Workloads that make pods from a template (`WORKLOAD_KINDS`) are appended
+    to `workloads` with where they were read, whether or not the simulator
+    reads them (`workloads_without_pods`).
     """
     with _no_cyclic_gc() as size:
-        return _load_objects(paths, size)
+        return _load_objects(paths, size, base, workloads)
 
 
-def _load_objects(paths: Sequence[str], size: list[int]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    seen: dict[tuple[str, str, str], str] = {}
+def _load_objects(
+    paths: Sequence[str],
+    size: list[int],
+    base: Sequence[dict[str, Any]],
+    workloads: list[tuple[str, dict[str, Any]]] | None,
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = list(base)
+    seen: dict[tuple[str, str, str], str] = {
+        _identity(o, "the cluster"): "the cluster" for o in base
+    }
     for path in paths:
         docs = _documents(path, size)
         for i, doc in enumerate(docs):
             if doc is None:
                 continue
-            for obj, where in _flatten(doc, f"{path}: document {i + 1}"):
+            for obj, where in _flatten(doc, f"{path}: document {i + 1}", workloads):
                 key = _identity(obj, where)
                 first = seen.get(key)
                 if first is not None:
@@ -289,7 +305,9 @@ def _json_depth(data: bytes) -> int:
     return deepest
 
 
-def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
+def _flatten(
+    doc: object, where: str, workloads: list[tuple[str, dict[str, Any]]] | None = None
+) -> Iterable[tuple[dict[str, Any], str]]:
     if not isinstance(doc, dict):
         raise InputError(f"{where}: expected a Kubernetes object, got {type(doc).__name__}")
     kind = doc.get("kind")
@@ -298,10 +316,12 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
         if not isinstance(items, list):
             raise InputError(f"{where}: items must be a list")
         for j, item in enumerate(items):
-            yield from _flatten(item, f"{where}, items[{j}]")
+            yield from _flatten(item, f"{where}, items[{j}]", workloads)
         return
     if not isinstance(kind, str) or not kind:
         raise InputError(f"{where}: object has no kind")
+    if workloads is not None and kind in WORKLOAD_KINDS:
+        workloads.append((where, doc))
     if kind not in SIMULATED:
         return  # other kinds (Deployments, Services...) are not simulated
     if kind == "PodDisruptionBudget" and not str(doc.get("apiVersion", "")).startswith("policy/"):
@@ -326,6 +346,58 @@ def _flatten(doc: object, where: str) -> Iterable[tuple[dict[str, Any], str]]:
             "scheduling.k8s.io/v1beta1, scheduling.k8s.io/v1alpha3 or scheduling.k8s.io/v1alpha2"
         )
     yield doc, where
+
+
+# Workloads whose controllers make pods from a template. The simulator runs no
+# such controller: only the Pods in the input are scheduled (ReplicaSets,
+# StatefulSets and ReplicationControllers are read, for spreading, but make
+# no pods either).
+WORKLOAD_KINDS: Final = frozenset(
+    {"Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "ReplicationController"}
+)
+
+
+def workloads_without_pods(
+    workloads: Sequence[tuple[str, Mapping[str, Any]]], objects: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """A warning for each workload of the input none of whose pods is in it
+    (directly, or through the ReplicaSets or Jobs it owns, by ownerReferences'
+    kind and name in its namespace): its pods would not be simulated, and
+    nothing else would say so."""
+    owners: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+    pods: list[tuple[str, str, str]] = []
+    for o in [*objects, *(w for _, w in workloads)]:
+        md = o.get("metadata")
+        if not isinstance(md, dict):
+            continue
+        me = (str(o.get("kind")), str(md.get("namespace") or "default"), str(md.get("name")))
+        for ref in md.get("ownerReferences") or []:
+            if isinstance(ref, dict):
+                owners[me] = (str(ref.get("kind")), me[1], str(ref.get("name")))
+        if me[0] == "Pod":
+            pods.append(me)
+    covered: set[tuple[str, str, str]] = set()
+    for p in pods:
+        at: tuple[str, str, str] | None = p
+        while at is not None and at not in covered:
+            covered.add(at)
+            at = owners.get(at)
+    out = []
+    for where, w in workloads:
+        md = w.get("metadata") if isinstance(w.get("metadata"), dict) else {}
+        assert isinstance(md, dict)
+        me = (str(w.get("kind")), str(md.get("namespace") or "default"), str(md.get("name")))
+        spec = w.get("spec") if isinstance(w.get("spec"), dict) else {}
+        status = w.get("status") if isinstance(w.get("status"), dict) else {}
+        assert isinstance(spec, dict) and isinstance(status, dict)
+        idle = spec.get("replicas") == 0 or bool(status.get("completionTime"))
+        if me not in covered and not idle:  # (a Deployment's old ReplicaSets are idle)
+            out.append(
+                f"{where}: {me[0]} {me[1]}/{me[2]} has none of its pods in the input: "
+                "the simulator makes no pods from templates (give its Pods, e.g. from "
+                "kubectl get pods -o yaml, or write them out)"
+            )
+    return out
 
 
 def _identity(obj: Mapping[str, Any], where: str) -> tuple[str, str, str]:
