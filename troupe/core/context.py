@@ -214,9 +214,9 @@ class SchedulerContext:
     # the domain tried ("" otherwise).
     observe: Callable[[Any, Pod, Any, str, str], None] | None = None
     # Called when a group cycle ends without placing its gang (after `observe`
-    # saw each member's trial): profile, the members, the group and the message
-    # they wait with.
-    gang_pending: Callable[[Any, list[Pod], str, str], None] | None = None
+    # saw each member's trial): profile, the members, the group, the message
+    # they wait with, and what preemption did for the gang ("" if not tried).
+    gang_pending: Callable[[Any, list[Pod], str, str, str], None] | None = None
 
     def activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)

@@ -28,12 +28,12 @@ import json
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
 
-from troupe.api.types import Pod, PodKey
+from troupe.api.types import GroupKey, Pod, PodKey
 from troupe.core.context import SchedulerContext
 from troupe.core.explain_notes import (
     ANNOTATIONS_LIMIT,
@@ -80,6 +80,8 @@ class Explanation:
     rejected: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> plugin, reasons
     # node -> {"total": int, "plugins": {name: {"raw", "normalized", "weight", "weighted"}}}
     scores: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A gang's member: the gang's view of its last group cycle (GroupExplanation).
+    group: GroupExplanation | None = None
 
     def gang_pending(self, message: str) -> None:
         """The member's gang could not be placed: the pod waits with the gang's
@@ -132,6 +134,8 @@ class Explanation:
             out["domain"] = self.domain or None
             out["trialNode"] = self.trial_node
             out["members"] = self.members
+            if self.group is not None:
+                out["group"] = self.group.to_json_obj()
         if top is not None and len(ranked) > top:
             out["scoresLeftOut"] = len(ranked) - top
         return out
@@ -233,6 +237,9 @@ def render_table(ex: Explanation, top: int | None = 10) -> list[str]:
         lines.append(f"  gang: {ex.gang}" + (f", tried in {ex.domain}" if ex.domain else ""))
         for member, where in sorted(ex.members.items()):
             lines.append(f"    {member}: {where}")
+    if ex.group is not None:
+        gx = replace(ex.group, members={})  # listed above
+        lines.extend("  " + line for line in render_group_table(gx))
     if ex.trial_node is not None:
         lines.append(
             f"  the gang's trial had it on {ex.trial_node}, but the gang could not be placed: "
@@ -421,10 +428,41 @@ class LiveExplain:
         self._trials: dict[PodKey, Explanation] = {}
         self._unwritten: dict[PodKey, dict[str, str]] = {}
         self._writing: set[PodKey] = set()
+        # The gangs asked about (a member or the PodGroup annotated): their trials.
+        self._gangs: dict[str, GangTrace] = {}
+
+        self._asked: dict[str, tuple[int, bool]] = {}  # gang -> (cycle, asks)
+
+    def _asks(self, gang: str, cycle: int) -> bool:
+        """Whether the gang asks to be explained: its PodGroup or a member is
+        annotated (looked at once per cycle)."""
+        got = self._asked.get(gang)
+        if got is not None and got[0] == cycle:
+            return got[1]
+        cache = self.ctx.cache
+        pg = cache.pod_group(GroupKey(gang))
+        md = pg.raw.get("metadata") if pg is not None else None
+        notes = md.get("annotations") if isinstance(md, Mapping) else None
+        asks = isinstance(notes, Mapping) and notes.get(EXPLAIN_ANNOTATION) == "true"
+        asks = asks or any(
+            p.annotations.get(EXPLAIN_ANNOTATION) == "true"
+            for p in cache.pods_in_group(GroupKey(gang))
+        )
+        if len(self._asked) >= self.decisions.max_pods:
+            self._asked.clear()
+        self._asked[gang] = (cycle, asks)
+        return asks
 
     def observe(self, profile: Profile, pod: Pod, result: Any, gang: str, domain: str) -> None:
         """An attempt's search (SchedulerContext.observe)."""
         cycle = self.ctx.counters.cycles
+        if gang and self._asks(gang, cycle):
+            trace = self._gangs.get(gang)
+            if trace is None:
+                trace = self._gangs[gang] = GangTrace(gang)
+                while len(self._gangs) > self.decisions.max_pods:  # admitted gangs' traces
+                    del self._gangs[next(iter(self._gangs))]
+            trace.observe(profile, pod, self.ctx.snapshot, result, cycle, domain)
         if pod.annotations.get(EXPLAIN_ANNOTATION) != "true":
             self.decisions.record(pod.key, summary(pod, result, cycle, gang, domain))
             return
@@ -433,16 +471,27 @@ class LiveExplain:
             self._this_cycle(cycle)[pod.key] = ex
         self._publish(profile, pod, ex)
 
-    def gang_pending(self, profile: Profile, pods: Sequence[Pod], gang: str, message: str) -> None:
-        """The group cycle could not place the gang (SchedulerContext.gang_pending)."""
+    def gang_pending(
+        self, profile: Profile, pods: Sequence[Pod], gang: str, message: str, preemption: str = ""
+    ) -> None:
+        """The group cycle could not place the gang (SchedulerContext.gang_pending).
+        A gang asked about keeps its group view (`GroupExplanation`) in each
+        member's decision, under "group"."""
         cycle = self.ctx.counters.cycles
         trials = self._this_cycle(cycle)
+        gx: GroupExplanation | None = None
+        view: dict[str, Any] | None = None
+        trace = self._gangs.pop(gang, None)
+        if trace is not None:
+            gx = trace.finish(cycle, message, preemption)
+            view = gx.to_json_obj()
         for pod in pods:
             if pod.annotations.get(EXPLAIN_ANNOTATION) == "true":
                 trial = trials.pop(pod.key, None)
                 ex = explain_gang_pending(
                     trial, profile, pod, self.ctx.snapshot, message, cycle, gang
                 )
+                ex.group = gx
                 self._publish(profile, pod, ex)
                 continue
             got = self.decisions.get(pod.key)
@@ -452,6 +501,8 @@ class LiveExplain:
             got["chosen"], got["outcome"] = None, message
             got.pop("evaluated", None)
             got.pop("feasibleFound", None)
+            if view is not None:
+                got["group"] = view
             self.decisions.record(pod.key, got)
 
     def _this_cycle(self, cycle: int) -> dict[PodKey, Explanation]:
@@ -503,3 +554,215 @@ class DecisionLog:
 
     def __len__(self) -> int:
         return len(self._log)
+
+
+# ---- a gang as a whole ------------------------------------------------------------------
+
+
+@dataclass
+class DomainTrial:
+    """One placement of a gang's members in a topology domain (or over every
+    node, `domain` ""): who fit where and, over the domain's nodes, what
+    stopped the others."""
+
+    domain: str
+    nodes: int = 0  # the domain's nodes
+    placed: dict[str, str] = field(default_factory=dict)  # member -> node
+    # (plugin, reason) -> the members it stopped, and the nodes that said it
+    stopped: dict[tuple[str, str], tuple[set[str], set[str]]] = field(default_factory=dict)
+    # node -> (plugin, reason) -> the members it stopped there
+    per_node: dict[str, dict[tuple[str, str], set[str]]] = field(default_factory=dict)
+    unplaced: list[str] = field(default_factory=list)
+
+    def reject(self, member: str, plugin: str, reason: str, nodes: Sequence[str]) -> None:
+        ms, ns = self.stopped.setdefault((plugin, reason), (set(), set()))
+        ms.add(member)
+        ns.update(nodes)
+        for n in nodes:
+            self.per_node.setdefault(n, {}).setdefault((plugin, reason), set()).add(member)
+
+    def reasons(self) -> list[dict[str, Any]]:
+        """What stopped the members that did not fit, most members first."""
+        rows = sorted(
+            ((p, r, len(ms), len(ns)) for (p, r), (ms, ns) in self.stopped.items()),
+            key=lambda t: (-t[2], -t[3], t[0], t[1]),
+        )
+        return [{"plugin": p, "reason": r, "members": m, "nodes": n} for p, r, m, n in rows]
+
+    def node_rows(self) -> list[dict[str, Any]]:
+        """Per node: how many members fit there and what stopped the others there."""
+        fits = Counter(self.placed.values())
+        out = []
+        for node in sorted(fits.keys() | self.per_node.keys()):
+            stopped = self.per_node.get(node, {})
+            out.append(
+                {
+                    "node": node,
+                    "fits": fits.get(node, 0),
+                    "stopped": [
+                        {"plugin": p, "reason": r, "members": len(ms)}
+                        for (p, r), ms in sorted(stopped.items(), key=lambda t: (-len(t[1]), t[0]))
+                    ],
+                }
+            )
+        return out
+
+    def to_json_obj(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "domain": self.domain or None,
+            "nodes": self.nodes,
+            "members": len(self.placed) + len(self.unplaced),
+            "fits": len(self.placed),
+            "placed": dict(self.placed),
+            "stopped": self.reasons(),
+        }
+        if not self.domain:
+            out["perNode"] = self.node_rows()
+        return out
+
+
+@dataclass
+class GroupExplanation:
+    """Why a gang waits (or where it went): its last group cycle, domain by
+    domain, and whether preemption was tried."""
+
+    group: str
+    attempt: int = 0  # the scheduling cycle of the gang's last group cycle
+    outcome: str = ""
+    domains: list[DomainTrial] = field(default_factory=list)
+    preemption: str = ""  # what preemption did for the gang, "" when it was not needed
+    # The members at the end (`troupe simulate`): pod -> node, or why not.
+    members: dict[str, str] = field(default_factory=dict)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return {
+            "podGroup": self.group,
+            "attempt": self.attempt,
+            "outcome": self.outcome,
+            "domains": [d.to_json_obj() for d in self.domains],
+            "preemption": self.preemption or None,
+            "members": self.members,
+        }
+
+
+def domain_rows(snap: NodeTable, domain: str) -> Any:
+    """The rows of the nodes of `domain` ("rack=r1" or "zone=a,rack=r1"; "" for
+    every node)."""
+    rows = snap.valid_rows()
+    for part in filter(None, domain.split(",")):
+        key, _, value = part.partition("=")
+        ids = snap.label_ids.get(key, {})
+        if value not in ids:
+            return rows[:0]
+        rows = rows[snap.labels[key][rows] == ids[value]]
+    return rows
+
+
+class GangTrace:
+    """A gang's group cycles as `SchedulerContext.observe` and `gang_pending`
+    see them: each member's search, domain by domain, and then the cycle's
+    outcome. Costs a filter pass over the domain for each member that did not
+    fit: kept only for the gangs asked about."""
+
+    def __init__(self, group: str) -> None:
+        self.current = GroupExplanation(group)
+        self.last: GroupExplanation | None = None  # the last finished cycle
+
+    def observe(
+        self, profile: Profile, pod: Pod, snap: NodeTable, result: Any, attempt: int, domain: str
+    ) -> None:
+        """One member's search in the gang's trial (on the snapshot it saw)."""
+        cur = self.current
+        if cur.attempt != attempt:
+            cur = self.current = GroupExplanation(cur.group, attempt)
+        name = domain.removeprefix("node(s) outside ")
+        member = str(pod.key)
+        d = cur.domains[-1] if cur.domains else None
+        if d is None or d.domain != name or member in d.placed or member in d.unplaced:
+            # A new trial; a domain tried again in the cycle keeps its last trial only.
+            cur.domains = [t for t in cur.domains if t.domain != name]
+            d = DomainTrial(name)
+            cur.domains.append(d)
+        rows = domain_rows(snap, name)
+        d.nodes = len(rows)
+        if isinstance(result, ScheduleResult):
+            d.placed[member] = str(result.node)
+            return
+        d.unplaced.append(member)
+        state = CycleState()
+        _, st = profile.run_pre_filter(state, pod, snap)
+        if not st.is_success:
+            # A member's own name in the message would keep each member apart.
+            reason = st.message.replace(member, "<member>")
+            d.reject(member, f"{st.plugin} (PreFilter)", reason, [])
+            return
+        out = profile.run_filters(state, pod, snap, rows)
+        if isinstance(out, Status):
+            d.reject(member, out.plugin, out.message, [])
+            return
+        by_reason: dict[tuple[str, str], list[str]] = {}
+        for node, status in out.node_statuses(snap).items():
+            for reason in status.reasons:
+                by_reason.setdefault((status.plugin, reason), []).append(node)
+        for (plugin, reason), nodes in by_reason.items():
+            d.reject(member, plugin, reason, nodes)
+        if not by_reason:
+            # Feasible alone: room taken by the members placed before it, or the
+            # search gave up (an error).
+            d.reject(member, "", _outcome(result), [])
+
+    def finish(self, attempt: int, outcome: str, preemption: str = "") -> GroupExplanation:
+        """The group cycle `attempt` ended with `outcome` (the gang's message, or
+        where it was placed)."""
+        cur = self.current
+        if cur.attempt != attempt:
+            cur = self.current = GroupExplanation(cur.group, attempt)
+        cur.outcome, cur.preemption = outcome, preemption
+        self.last = cur
+        self.current = GroupExplanation(cur.group)
+        return cur
+
+
+def render_group_table(gx: GroupExplanation, nodes_shown: int | None = 10) -> list[str]:
+    """A gang's explanation for people."""
+    lines = [f"EXPLAIN PodGroup {gx.group}: scheduling cycle {gx.attempt}"]
+    if gx.attempt == 0 and not gx.domains:
+        lines.append(f"  outcome: {gx.outcome}")
+        return lines
+    lines.append(f"  outcome: {gx.outcome}")
+    for d in gx.domains:
+        where = d.domain or "every node"
+        total = len(d.placed) + len(d.unplaced)
+        lines.append(f"  {where} ({d.nodes} nodes): {len(d.placed)} of {total} members fit")
+        if d.placed:
+            on = Counter(d.placed.values())
+            lines.append("    placed: " + ", ".join(f"{n} x{c}" for n, c in sorted(on.items())))
+        rs = d.reasons()
+        if rs:
+            pw = max(len(r["plugin"]) for r in rs)
+            lines.append(f"    stopped: {len(d.unplaced)} member(s)")
+            for r in rs:
+                lines.append(
+                    f"      {r['plugin']:<{pw}}  {r['members']:>3} member(s)  "
+                    f"{r['nodes']:>5} node(s)  {r['reason']}"
+                )
+        if not d.domain:
+            rows = d.node_rows()
+            shown = rows if nodes_shown is None else rows[:nodes_shown]
+            nw = max(len("NODE"), *(len(r["node"]) for r in shown)) if shown else 4
+            if shown:
+                lines.append(f"    {'NODE':<{nw}}  FITS  STOPPED BY")
+            for r in shown:
+                why = "; ".join(
+                    f"{s['plugin']}: {s['reason']} ({s['members']})" for s in r["stopped"]
+                )
+                lines.append(f"    {r['node']:<{nw}}  {r['fits']:>4}  {why}".rstrip())
+            if len(shown) < len(rows):
+                lines.append(f"    ... {len(rows) - len(shown)} more node(s) (--explain-all)")
+    if gx.preemption or gx.domains:
+        lines.append(f"  preemption: {gx.preemption or 'not tried'}")
+    if gx.members:
+        lines.append("  members now:")
+    for member, where in sorted(gx.members.items()):
+        lines.append(f"    {member}: {where}")
+    return lines

@@ -141,6 +141,7 @@ class GroupCycle:
         assert group is not None
         gang = _gang(profile)
         self._sweep()
+        self._preemption_note = ""
         min_member = gang.min_count(pg)
         t0 = ctx.clock.now()
         members = [first]
@@ -209,7 +210,8 @@ class GroupCycle:
             q.pod.key for q, result in trial.failures if self.failures.outcome(result) == "error"
         }
         if ctx.gang_pending is not None:
-            ctx.gang_pending(profile, [q.pod for q in members], str(group), message)
+            note, self._preemption_note = self._preemption_note, ""
+            ctx.gang_pending(profile, [q.pod for q in members], str(group), message, note)
         for qpi in members:
             ctx.counters.failed += 1
             self.failures.handle(
@@ -304,6 +306,7 @@ class GroupCycle:
         if left:
             # Domains not tried yet: the next cycle, after the members' backoff,
             # goes on with them. No preemption while one may hold the gang.
+            self._preemption_note = f"not tried: {left} {level} domain(s) left to try first"
             message = (
                 f'PodGroup "{group}": no {level} has room for {what} among the {tried} '
                 f"tried so far ({left} more to try)"
@@ -348,6 +351,8 @@ class GroupCycle:
         self._unschedulable(profile, group, members, message, trial)
 
     _partial: tuple[Trial, Domain] | None = None
+    # What preemption did for the gang in this cycle, for its explanation.
+    _preemption_note = ""
 
     def _first_fit(
         self,
@@ -704,15 +709,19 @@ class GroupCycle:
         ctx = self.ctx
         plugin = profile.group_preemption()
         if plugin is None:
+            self._preemption_note = "not tried: the profile has no PostFilter for gangs"
             return None
         pg = ctx.cache.pod_group(group)
         if pg is not None and pg.preemption_policy:
             if pg.preemption_policy == PREEMPT_NEVER:
+                self._preemption_note = "not tried: the PodGroup's preemptionPolicy is Never"
                 return None  # the group's own policy (v1beta1) rules its members'
         elif any(q.pod.preemption_policy == PREEMPT_NEVER for q in members):
+            self._preemption_note = "not tried: a member's preemptionPolicy is Never"
             return None
         waiting = self.gang_victims.get(group, ())
         if any(ctx.cache.pod(k) is not None for k in waiting):
+            self._preemption_note = "not tried: waiting for its last preemption's victims to go"
             return None
         ctx.metrics.preemption_attempts.inc()
         snap = ctx.snapshot
@@ -735,6 +744,13 @@ class GroupCycle:
                 for undo in reversed(undos):
                     undo()
         if placed_before + len(plan.chosen) < min_member:
+            where = f" in {within.reason.removeprefix('node(s) outside ')}" if within else ""
+            note = (
+                f"tried{where}: evicting lower-priority pods would place only "
+                f"{placed_before + len(plan.chosen)} of {min_member}"
+            )
+            # one note per domain tried
+            self._preemption_note = "; ".join(filter(None, (self._preemption_note, note)))
             return None
         return plan
 
@@ -804,7 +820,9 @@ class GroupCycle:
                 groups |= {v.group_key for v in cand.victims if v.group_key is not None}
             ctx.nominate(qpi.pod, node)
         if not victims:
+            self._preemption_note = "tried: the members fit without victims, nominated"
             return False
+        self._preemption_note = f"evicting {len(victims)} pod(s); the gang waits for them to go"
         self.gang_victims[group] = victims
         for g in groups:
             pg = ctx.cache.pod_group(g)

@@ -78,7 +78,15 @@ from troupe.api.types import (
 from troupe.api.yamlio import MAX_YAML_DEPTH, load_yaml_documents
 from troupe.config import SchedulerConfig
 from troupe.core.clock import VirtualClock
-from troupe.core.explain import Explanation, explain_attempt, explain_gang_pending, render_table
+from troupe.core.explain import (
+    Explanation,
+    GangTrace,
+    GroupExplanation,
+    explain_attempt,
+    explain_gang_pending,
+    render_group_table,
+    render_table,
+)
 from troupe.core.memory_cluster import InMemoryCluster
 from troupe.core.metrics import Metrics
 from troupe.core.recorder import rfc3339
@@ -454,6 +462,8 @@ class SimulationResult:
     # `--explain`: the last attempt of each pod asked about, by ns/name.
     explanations: dict[str, Explanation] = field(default_factory=dict)
     explain_top: int | None = 10
+    # `--explain` naming a PodGroup: its last group cycle, by group key.
+    group_explanations: dict[str, GroupExplanation] = field(default_factory=dict)
     # ElasticQuotas by ns/name: min and max as their spec writes them, and what
     # their namespace's pods use at the end (assigned, not terminal: what
     # CapacityScheduling counts), in the nodes' units.
@@ -466,6 +476,10 @@ class SimulationResult:
         if self.explanations:
             out["explain"] = {
                 k: e.to_json_obj(self.explain_top) for k, e in self.explanations.items()
+            }
+        if self.group_explanations:
+            out["explainPodGroups"] = {
+                k: g.to_json_obj() for k, g in self.group_explanations.items()
             }
         return out
 
@@ -500,15 +514,28 @@ class Simulation:
         explain: Sequence[str] = (),
     ) -> None:
         self.objects = list(objects)
-        self.explain = frozenset(explain)
+        # `--explain` names pods and PodGroups (either API; "ns/name", or a
+        # native group's full key): the PodGroups are explained as gangs.
+        named = frozenset(explain)
+        groups = [o for o in self.objects if o.get("kind") == "PodGroup"]
+        self.explain_groups = {
+            str(k): GangTrace(str(k))
+            for o in groups
+            if (k := _group_key(o)) in named or _key(o) in named
+        }
+        pods = {_key(o) for o in self.objects if o.get("kind") == "Pod"}
+        group_names = {n for o in groups for n in (_key(o), str(_group_key(o)))}
+        self.explain = frozenset(n for n in named if n in pods or n not in group_names)
         self.explanations: dict[str, Explanation] = {}
+        # Gangs traced because a member is asked about (by cycle: asked or not).
+        self._traced: dict[str, tuple[int, bool]] = {}
         self.clock = VirtualClock()
         self.cluster = InMemoryCluster()
         self.scheduler = Scheduler(
             config, self.cluster, self.clock, metrics=metrics, registry=IN_TREE
         )
         self.cluster.on_pod_bound = self._bound
-        if self.explain:
+        if self.explain or self.explain_groups:
             self.scheduler.ctx.observe = self._observe
             self.scheduler.ctx.gang_pending = self._gang_pending
         self.volumes: VolumeControllers | None = None
@@ -518,18 +545,43 @@ class Simulation:
         self.removed: dict[str, tuple[dict[str, Any], str | None]] = {}
         self.terminating = 0  # deleted pods whose removal is still due
 
+    def _trace(self, gang: str) -> GangTrace | None:
+        """The gang's trace if it is asked about, itself or through a member."""
+        if not gang:
+            return None
+        trace = self.explain_groups.get(gang)
+        if trace is not None or not self.explain:
+            return trace
+        cycle = self.scheduler.cycle
+        seen = self._traced.get(gang)
+        if seen is None or seen[0] != cycle:
+            members = self.scheduler.cache.pods_in_group(GroupKey(gang))
+            seen = self._traced[gang] = (cycle, any(p.key in self.explain for p in members))
+        if not seen[1]:
+            return None
+        return self.explain_groups.setdefault(gang, GangTrace(gang))
+
     def _observe(self, profile: Any, pod: Pod, result: Any, gang: str, domain: str) -> None:
-        """An attempt of a pod asked about: explained on the snapshot it saw."""
+        """An attempt of a pod asked about (or of a member of a gang asked about):
+        explained on the snapshot it saw."""
+        s = self.scheduler
+        trace = self._trace(gang)
+        if trace is not None:
+            trace.observe(profile, pod, s.ctx.snapshot, result, s.cycle, domain)
         if pod.key not in self.explain:
             return
-        s = self.scheduler
         self.explanations[pod.key] = explain_attempt(
             profile, pod, s.ctx.snapshot, result, s.cycle, gang, domain
         )
 
-    def _gang_pending(self, profile: Any, pods: list[Pod], gang: str, message: str) -> None:
+    def _gang_pending(
+        self, profile: Any, pods: list[Pod], gang: str, message: str, preemption: str
+    ) -> None:
         """A gang not placed: its members asked about wait with its message."""
         snap, cycle = self.scheduler.ctx.snapshot, self.scheduler.cycle
+        trace = self._trace(gang)
+        if trace is not None:
+            trace.finish(cycle, message, preemption)
         for pod in pods:
             if pod.key in self.explain:
                 trial = self.explanations.get(pod.key)
@@ -816,14 +868,40 @@ class Simulation:
                 )
                 got = Explanation(pod=key, attempt=0, nodes=0, outcome=why)
             if got.gang:
-                group = GroupKey(got.gang)
-                got.members = {
-                    str(p.key): (pods.get(p.key) or {}).get("node")
-                    or str((pods.get(p.key) or {}).get("reason") or "pending")
-                    for p in self.scheduler.cache.pods_in_group(group)
-                }
+                got.members = self._members(got.gang, pods)
+                got.group = self._group_explained(got.gang, pods)
             out[key] = got
         return out
+
+    def _members(self, gang: str, pods: Mapping[str, Any]) -> dict[str, str]:
+        """The gang's members at the end: pod -> node, or why not."""
+        return {
+            str(p.key): (pods.get(p.key) or {}).get("node")
+            or str((pods.get(p.key) or {}).get("reason") or "pending")
+            for p in self.scheduler.cache.pods_in_group(GroupKey(gang))
+        }
+
+    def _group_explained(self, gang: str, pods: Mapping[str, Any]) -> GroupExplanation | None:
+        """The gang's last group cycle: pending (its trace's last), or the one
+        that placed it (traced, never finished); None if it is not traced."""
+        trace = self.explain_groups.get(gang)
+        if trace is None:
+            return None
+        last, cur = trace.last, trace.current
+        if cur.domains and (last is None or cur.attempt > last.attempt):
+            placed = sum(len(d.placed) for d in cur.domains[-1:])
+            where = cur.domains[-1].domain or "the cluster"
+            cur.outcome = f"admitted: {placed} member(s) placed in {where}"
+            cur.preemption = "not needed"
+            gx = cur
+        elif last is not None:
+            gx = last
+        else:
+            pg = self.scheduler.cache.pod_group(GroupKey(gang))
+            why = "never tried by the scheduler" if pg is not None else "not read"
+            gx = GroupExplanation(gang, outcome=why)
+        gx.members = self._members(gang, pods)
+        return gx
 
     def preempted_by(self) -> dict[str, str]:
         """Each victim's preemptor (pod or gang ns/name), from the Preempted events
@@ -928,6 +1006,11 @@ class Simulation:
         return SimulationResult(
             elastic_quotas=self._elastic_quotas(milli),
             explanations=self._explained(pods),
+            group_explanations={
+                k: g
+                for k in sorted(self.explain_groups)
+                if k not in self._traced and (g := self._group_explained(k, pods)) is not None
+            },
             pods=pods,
             pod_groups=groups,
             nodes=node_usage(s.snapshot, milli),
@@ -976,6 +1059,19 @@ def _uid(obj: Mapping[str, Any]) -> str:
     md = obj.get("metadata")
     uid = md.get("uid") if isinstance(md, dict) else None
     return uid if isinstance(uid, str) else ""
+
+
+def unknown_explained(objects: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """The names given to `--explain` that are neither a pod nor a PodGroup of
+    the input (either API), in the order given."""
+    known: set[str] = set()
+    for o in objects:
+        kind = o.get("kind")
+        if kind == "Pod":
+            known.add(_key(o))
+        elif kind == "PodGroup":
+            known |= {_key(o), str(_group_key(o))}
+    return [n for n in names if n not in known]
 
 
 def simulate(
@@ -1072,6 +1168,9 @@ def _quota_section(result: SimulationResult) -> list[str]:
 
 def format_table(result: SimulationResult) -> str:
     lines = []
+    for gx in result.group_explanations.values():
+        lines.extend(render_group_table(gx, result.explain_top))
+        lines.append("")
     for e in result.explanations.values():
         lines.extend(render_table(e, result.explain_top))
         lines.append("")
