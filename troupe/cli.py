@@ -335,8 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         choices=("table", "json", "yaml", "html"),
         default="table",
-        help="html: one self-contained page (heat map of use per node by zone and rack, "
-        "pending pods by reason, gangs, preemptions); open it in any browser",
+        help="html: one self-contained page to keep (where it came from, use per node and "
+        "resource by zone and rack with totals, pending pods by reason, gangs, preemptions, "
+        "placements); open it in any browser",
     )
     sim.add_argument(
         "--until",
