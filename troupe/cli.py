@@ -200,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
     from troupe.config import ConfigError, load_config
     from troupe.framework.runtime import ProfileError
     from troupe.kube import KubeClient, load_connection
-    from troupe.operator.main import run
+    from troupe.operator.main import new_event_loop, run
     from troupe.operator.serving import ServeError, ServingConfigError, server_tls
     from troupe.plugins.registry import IN_TREE
 
@@ -257,17 +257,18 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     collect_for_long_run()
     try:
-        return asyncio.run(
-            run(
-                config,
-                kube,
-                metrics_host=args.bind_address,
-                metrics_port=port,
-                tls=tls,
-                identity=args.identity,
-                on_synced=freeze_synced,
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(
+                run(
+                    config,
+                    kube,
+                    metrics_host=args.bind_address,
+                    metrics_port=port,
+                    tls=tls,
+                    identity=args.identity,
+                    on_synced=freeze_synced,
+                )
             )
-        )
     except ProfileError as e:
         print(f"troupe: configuration: {e}", file=sys.stderr)
         return 2
