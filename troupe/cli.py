@@ -71,6 +71,11 @@ def _simulate(args: argparse.Namespace) -> int:
 
     for warning in workloads_without_pods(workloads, objects):
         print(f"troupe: warning: {warning}", file=sys.stderr)
+    from troupe.tools.simulate import unknown_explained
+
+    for name in unknown_explained(objects, args.explain):
+        print(f"troupe: --explain {name}: no pod and no PodGroup of that name", file=sys.stderr)
+        return 2
     t1 = time.perf_counter()
     # The input lives until the end: the cyclic collector need not walk it
     # again on every full collection while scheduling.
@@ -354,7 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NS/NAME",
         help="explain the pod's last scheduling attempt: each node's Filter verdict, each Score "
-        "plugin's scores, the node chosen and why (repeatable)",
+        "plugin's scores, the node chosen and why; or a PodGroup's last group cycle: per "
+        "domain (or node) how many members fit, what stopped the rest, what preemption did "
+        "(repeatable)",
     )
     sim.add_argument(
         "--explain-all",

@@ -166,3 +166,14 @@ def test_live_a_gang_nobody_asks_about_costs_no_group_view() -> None:
     run_one_cycle(s)
     got = s.decisions.get("default/m0")
     assert got is not None and got["chosen"] is None and "group" not in got
+
+
+def test_the_cli_refuses_a_name_that_is_neither_a_pod_nor_a_podgroup(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", RACKS, "--explain", "default/nope"]) == 2
+    err = capsys.readouterr().err
+    assert "--explain default/nope: no pod and no PodGroup of that name" in err
+    # a native group's full key is a PodGroup's name too
+    assert main(["simulate", TOO_BIG, "--explain", "scheduling.k8s.io/default/train"]) == 0
+    assert "EXPLAIN PodGroup scheduling.k8s.io/default/train" in capsys.readouterr().out
