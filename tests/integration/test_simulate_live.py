@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from apiserver import ApiServer
+from apiserver import ApiServer, demo
 from apiserver.demo import load
 from apiserver.kubectl import KUBECTL
 from troupe.api.kinds import READ_VERBS
-from troupe.tools.live import LISTED, dump_command
+from troupe.tools.live import LISTED, dump_command, snapshot
+from troupe.tools.simulate import load_objects
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -236,3 +237,22 @@ def test_the_documented_dump_command_dumps_what_the_simulator_reads(
     assert dumped.returncode == 0 and live.returncode == 0, dumped.stderr + live.stderr
     assert json.loads(dumped.stdout) == json.loads(live.stdout)
     assert "team/old" in json.loads(dumped.stdout)["podGroups"]
+
+
+def test_a_kind_served_in_several_versions_is_read_in_the_one_served(tmp_path: Path) -> None:
+    """Kubernetes' own PodGroups (the demo cluster's ml/ring) are found by API
+    discovery, as troupe run finds them, and the gang is placed from the read."""
+    srv = ApiServer(native_podgroups=demo.NATIVE_VERSION)
+    with srv.start_in_thread():
+        demo.load(srv, load_objects([str(demo.EXAMPLE)]))
+        kubeconfig = srv.write_kubeconfig(tmp_path / "kubeconfig")
+        read = snapshot(str(kubeconfig))
+        out = troupe("--kubeconfig", str(kubeconfig), "-o", "json")
+    assert read.not_served == []
+    groups = {
+        (o["apiVersion"], o["metadata"]["name"]) for o in read.objects if o["kind"] == "PodGroup"
+    }
+    assert (f"scheduling.k8s.io/{demo.NATIVE_VERSION}", "ring") in groups
+    assert ("scheduling.x-k8s.io/v1alpha1", "allreduce") in groups
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["podGroups"]["scheduling.k8s.io/ml/ring"]["scheduled"] == 2
