@@ -173,3 +173,15 @@ def test_the_dump_command_names_every_kind_the_simulator_reads() -> None:
     assert [resource_name(k) for k in LISTED] == listed
     for doc in ("docs/simulate.md", "README.md"):
         assert cmd in (REPO / doc).read_text(), f"{doc}: the dump command is not today's"
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.kubeconfig"
+    assert main(["simulate", "--kubeconfig", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"troupe: cannot read the cluster: --kubeconfig {missing}: No such file or directory\n"
+    )

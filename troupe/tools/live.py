@@ -116,6 +116,12 @@ def snapshot(kubeconfig: str | None) -> Snapshot:
     else the default kubeconfig), as `troupe run --kubeconfig` loads them."""
     from troupe.kube import load_connection
 
+    if kubeconfig:  # the kubernetes library's own message does not name the file
+        try:
+            with open(kubeconfig, "rb"):
+                pass
+        except OSError as e:
+            raise OSError(f"--kubeconfig {kubeconfig}: {e.strerror or e}") from e
     kube = KubeClient(load_connection(kubeconfig), identity="troupe-simulate")
     return asyncio.run(read_cluster(kube))
 
