@@ -36,7 +36,7 @@ def test_per_node_without_topology_how_many_fit_and_what_stopped_the_rest() -> N
     gx = out["explainPodGroups"]["scheduling.k8s.io/default/train"]
     assert gx["outcome"].startswith('PodGroup "scheduling.k8s.io/default/train": 3 of minCount 4')
     (d,) = gx["domains"]
-    assert d["domain"] is None and d["nodes"] == 3
+    assert d["domain"] is None and d["nodes"] == 3 and gx["notTried"] == []
     assert (d["members"], d["fits"]) == (4, 3)
     assert sorted(d["placed"].values()) == ["n0", "n1", "n2"]
     assert d["stopped"] == [
@@ -55,7 +55,9 @@ def test_per_rack_with_topology() -> None:
     out = explained(RACKS, "default/train")
     gx = out["explainPodGroups"]["default/train"]
     assert "no rack has room for minMember 3: best rack=r1 fits 2" in gx["outcome"]
-    (r1,) = gx["domains"]  # rack r2 cannot hold three by its free cpu: not tried
+    (r1,) = gx["domains"]
+    # rack r2's free cpu cannot hold three: not placed in
+    assert gx["notTried"] == [{"domain": "rack=r2", "why": "too small"}]
     assert (r1["domain"], r1["nodes"], r1["members"], r1["fits"]) == ("rack=r1", 2, 3, 2)
     assert sorted(r1["placed"].values()) == ["r1-a", "r1-b"]
     assert r1["stopped"] == [
@@ -115,6 +117,7 @@ def test_the_group_table_json_and_yaml(capsys: pytest.CaptureFixture[str]) -> No
     assert "EXPLAIN PodGroup default/train: scheduling cycle 1" in text
     assert "  rack=r1 (2 nodes): 2 of 3 members fit" in text
     assert "NodeResourcesFit    1 member(s)      2 node(s)  Insufficient cpu" in text
+    assert "  not tried: rack=r2: their free cpu and memory cannot hold the gang" in text
     assert "  preemption: tried in rack=r1" in text
     assert main(["simulate", RACKS, "--explain", "default/train", "-o", "json"]) == 0
     as_json = json.loads(capsys.readouterr().out)["explainPodGroups"]["default/train"]

@@ -215,8 +215,11 @@ class SchedulerContext:
     observe: Callable[[Any, Pod, Any, str, str], None] | None = None
     # Called when a group cycle ends without placing its gang (after `observe`
     # saw each member's trial): profile, the members, the group, the message
-    # they wait with, and what preemption did for the gang ("" if not tried).
-    gang_pending: Callable[[Any, list[Pod], str, str, str], None] | None = None
+    # they wait with, what preemption did for the gang ("" if not tried), and
+    # the required topology level's domains not tried, with why.
+    gang_pending: Callable[[Any, list[Pod], str, str, str, list[tuple[str, str]]], None] | None = (
+        None
+    )
 
     def activate(self, keys: Iterable[PodKey]) -> None:
         self.queue.activate(keys)

@@ -472,7 +472,13 @@ class LiveExplain:
         self._publish(profile, pod, ex)
 
     def gang_pending(
-        self, profile: Profile, pods: Sequence[Pod], gang: str, message: str, preemption: str = ""
+        self,
+        profile: Profile,
+        pods: Sequence[Pod],
+        gang: str,
+        message: str,
+        preemption: str = "",
+        untried: Sequence[tuple[str, str]] = (),
     ) -> None:
         """The group cycle could not place the gang (SchedulerContext.gang_pending).
         A gang asked about keeps its group view (`GroupExplanation`) in each
@@ -483,7 +489,7 @@ class LiveExplain:
         view: dict[str, Any] | None = None
         trace = self._gangs.pop(gang, None)
         if trace is not None:
-            gx = trace.finish(cycle, message, preemption)
+            gx = trace.finish(cycle, message, preemption, untried)
             view = gx.to_json_obj()
         for pod in pods:
             if pod.annotations.get(EXPLAIN_ANNOTATION) == "true":
@@ -631,6 +637,8 @@ class GroupExplanation:
     outcome: str = ""
     domains: list[DomainTrial] = field(default_factory=list)
     preemption: str = ""  # what preemption did for the gang, "" when it was not needed
+    # The required level's domains the cycle did not place the gang in, and why.
+    not_tried: list[tuple[str, str]] = field(default_factory=list)
     # The members at the end (`troupe simulate`): pod -> node, or why not.
     members: dict[str, str] = field(default_factory=dict)
 
@@ -640,6 +648,7 @@ class GroupExplanation:
             "attempt": self.attempt,
             "outcome": self.outcome,
             "domains": [d.to_json_obj() for d in self.domains],
+            "notTried": [{"domain": d, "why": why} for d, why in self.not_tried],
             "preemption": self.preemption or None,
             "members": self.members,
         }
@@ -711,16 +720,30 @@ class GangTrace:
             # search gave up (an error).
             d.reject(member, "", _outcome(result), [])
 
-    def finish(self, attempt: int, outcome: str, preemption: str = "") -> GroupExplanation:
-        """The group cycle `attempt` ended with `outcome` (the gang's message, or
-        where it was placed)."""
+    def finish(
+        self,
+        attempt: int,
+        outcome: str,
+        preemption: str = "",
+        untried: Sequence[tuple[str, str]] = (),
+    ) -> GroupExplanation:
+        """The group cycle `attempt` ended with `outcome` (the gang's message),
+        what preemption did, and the domains it did not place the gang in."""
         cur = self.current
         if cur.attempt != attempt:
             cur = self.current = GroupExplanation(cur.group, attempt)
         cur.outcome, cur.preemption = outcome, preemption
+        placed_in = {d.domain for d in cur.domains}
+        cur.not_tried = [(d, why) for d, why in untried if d not in placed_in]
         self.last = cur
         self.current = GroupExplanation(cur.group)
         return cur
+
+
+_NOT_TRIED: Final = {
+    "too small": "their free cpu and memory cannot hold the gang (as predicted)",
+    "not tried in this cycle": "tried in an earlier cycle, or left for the next",
+}
 
 
 def render_group_table(gx: GroupExplanation, nodes_shown: int | None = 10) -> list[str]:
@@ -759,6 +782,12 @@ def render_group_table(gx: GroupExplanation, nodes_shown: int | None = 10) -> li
                 lines.append(f"    {r['node']:<{nw}}  {r['fits']:>4}  {why}".rstrip())
             if len(shown) < len(rows):
                 lines.append(f"    ... {len(rows) - len(shown)} more node(s) (--explain-all)")
+    by_why: dict[str, list[str]] = {}
+    for name, why in gx.not_tried:
+        by_why.setdefault(why, []).append(name)
+    for why, names in by_why.items():
+        more = f", ... ({len(names)} in all)" if len(names) > 5 else ""
+        lines.append(f"  not tried: {', '.join(names[:5])}{more}: {_NOT_TRIED.get(why, why)}")
     if gx.preemption or gx.domains:
         lines.append(f"  preemption: {gx.preemption or 'not tried'}")
     if gx.members:

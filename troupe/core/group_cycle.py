@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -141,7 +141,7 @@ class GroupCycle:
         assert group is not None
         gang = _gang(profile)
         self._sweep()
-        self._preemption_note = ""
+        self._preemption_note, self._untried = "", ()
         min_member = gang.min_count(pg)
         t0 = ctx.clock.now()
         members = [first]
@@ -211,7 +211,9 @@ class GroupCycle:
         }
         if ctx.gang_pending is not None:
             note, self._preemption_note = self._preemption_note, ""
-            ctx.gang_pending(profile, [q.pod for q in members], str(group), message, note)
+            untried, self._untried = list(self._untried), ()
+            pods = [q.pod for q in members]
+            ctx.gang_pending(profile, pods, str(group), message, note, untried)
         for qpi in members:
             ctx.counters.failed += 1
             self.failures.handle(
@@ -297,6 +299,11 @@ class GroupCycle:
             good = [i for i in good if i in allowed]
             short = [i for i in short if i in allowed]
         order, tried, left = self._next_domains(group, level, required, good, limit, members)
+        self._untried = [
+            (required.domain(i).name, "not tried in this cycle" if i in good else "too small")
+            for i in sorted(set(range(len(required))) - set(order))
+            if allowed is None or i in allowed
+        ]
         found = self._first_fit(profile, members, required, order, need)
         if found is not None:
             self._admit_in(profile, group, pg, members, found, level, t0)
@@ -353,6 +360,9 @@ class GroupCycle:
     _partial: tuple[Trial, Domain] | None = None
     # What preemption did for the gang in this cycle, for its explanation.
     _preemption_note = ""
+    # The required level's domains the cycle did not place the gang in, and why
+    # ("too small": their free cpu and memory cannot hold it, as predicted).
+    _untried: Sequence[tuple[str, str]] = ()
 
     def _first_fit(
         self,

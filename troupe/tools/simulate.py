@@ -575,13 +575,19 @@ class Simulation:
         )
 
     def _gang_pending(
-        self, profile: Any, pods: list[Pod], gang: str, message: str, preemption: str
+        self,
+        profile: Any,
+        pods: list[Pod],
+        gang: str,
+        message: str,
+        preemption: str,
+        untried: list[tuple[str, str]],
     ) -> None:
         """A gang not placed: its members asked about wait with its message."""
         snap, cycle = self.scheduler.ctx.snapshot, self.scheduler.cycle
         trace = self._trace(gang)
         if trace is not None:
-            trace.finish(cycle, message, preemption)
+            trace.finish(cycle, message, preemption, untried)
         for pod in pods:
             if pod.key in self.explain:
                 trial = self.explanations.get(pod.key)
