@@ -139,7 +139,8 @@ def test_the_html_report_is_one_self_contained_page(
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<script" not in page and "http" not in page  # no script, nothing fetched
     assert "zone z&lt;1&gt;" in page  # what comes from the input is escaped
-    assert page.count('<rect class="node"') == 4
+    maps = page.count('<div class="map ')  # one heat map per resource, each every node
+    assert maps >= 2 and page.count('<div class="cell"') == 4 * maps
     assert "Insufficient cpu" in page and 'class="bar"' in page
     (tmp_path / "a.yaml").write_text(LEAST)
     (tmp_path / "b.yaml").write_text(NO_TAINTS)
