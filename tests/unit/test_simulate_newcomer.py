@@ -68,20 +68,17 @@ def placed(config: Any, pods: list[dict[str, Any]]) -> set[str]:
     return {k.partition("/")[2] for k, v in result.pods.items() if v["node"]}
 
 
-def test_default_profile_pods_without_a_timestamp_come_first_in_input_order() -> None:
-    """Coscheduling sorts by creation time; a pod without one counts as created
-    when it entered the queue, at the virtual clock's start (0)."""
-    config = default_config(IN_TREE)
-    assert placed(config, PODS) == {"no-time-1", "no-time-2"}
-    assert placed(config, [*PODS[1:3], pod("no-time-3")]) == {"no-time-3", "older"}
-    assert placed(config, [pod(f"p{i}") for i in range(4)]) == {"p0", "p1"}
-
-
-def test_priority_sort_pods_without_a_timestamp_come_after_in_input_order() -> None:
-    config = parse_config(yaml.safe_load(PRIORITY_SORT), IN_TREE)
-    assert placed(config, PODS) == {"older", "newer"}
-    assert placed(config, [pod("no-time-0"), *PODS]) == {"older", "newer"}
-    assert placed(config, [*PODS[2:], pod("no-time-3")]) == {"older", "no-time-2"}
+def test_pods_without_a_timestamp_come_after_those_with_one_in_input_order() -> None:
+    """A pod without a creationTimestamp is created after everything in the
+    input, as the API server would stamp it now: under either QueueSort
+    (Coscheduling's creation time, PrioritySort's order of creation) it goes
+    after the pods of its priority that have one, and such pods keep their
+    input order."""
+    for config in (default_config(IN_TREE), parse_config(yaml.safe_load(PRIORITY_SORT), IN_TREE)):
+        assert placed(config, PODS) == {"older", "newer"}
+        assert placed(config, [pod("no-time-0"), *PODS]) == {"older", "newer"}
+        assert placed(config, [*PODS[2:], pod("no-time-3")]) == {"older", "no-time-2"}
+        assert placed(config, [pod(f"p{i}") for i in range(4)]) == {"p0", "p1"}
 
 
 def workload(kind: str, name: str, owner: str | None = None, **extra: Any) -> dict[str, Any]:

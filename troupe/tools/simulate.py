@@ -53,6 +53,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import numpy as np
@@ -65,12 +66,13 @@ from troupe.api.kinds import (
     RESOURCE_API,
     SIMULATED,
 )
-from troupe.api.parse import parse_pod
+from troupe.api.parse import parse_pod, parse_timestamp
 from troupe.api.storage import STORAGE_PARSERS, pod_claim_names
 from troupe.api.types import (
     NATIVE_POD_GROUP_API,
     NATIVE_POD_GROUP_VERSIONS,
     GroupKey,
+    ParseError,
     Pod,
     PodKey,
     pod_group_key,
@@ -121,6 +123,18 @@ _UID_NAMESPACE = uuid.UUID("6f1d3a52-6c1b-4c55-9a3e-2f1b7d0c9e41")
 
 class InputError(Exception):
     """Unreadable input; the message names the file and the problem."""
+
+
+def _latest_timestamp(stamps: Iterable[str]) -> int | None:
+    """The latest of RFC 3339 times, in whole seconds since the epoch, or None."""
+    best: float | None = None
+    for ts in stamps:
+        try:
+            t = parse_timestamp(ts, "metadata.creationTimestamp")
+        except ParseError:
+            continue
+        best = t if best is None else max(best, t)
+    return None if best is None else int(best)
 
 
 def load_objects(
@@ -666,7 +680,20 @@ class Simulation:
                 ts = md.get("creationTimestamp") if isinstance(md, dict) else None
                 pending.append((str(ts or ""), i, o))
         pending.sort(key=lambda t: (t[0] == "", t[0], t[1]))
-        for _, _, o in pending:
+        # A pod without a creationTimestamp is created now, after everything the
+        # input holds, as the API server would stamp it: a second apart in input
+        # order, after the latest time of the input. It goes after the pods of
+        # its priority that have one whichever QueueSort is configured, and the
+        # pods without one keep their input order (Coscheduling breaks a tie of
+        # times by name).
+        latest = _latest_timestamp(ts for ts, _, _ in pending if ts)
+        stamped = 0
+        for ts, _, o in pending:
+            md = o.get("metadata")
+            if not ts and latest is not None and isinstance(md, dict):
+                stamped += 1
+                when = datetime.fromtimestamp(latest + stamped, UTC)
+                o["metadata"] = {**md, "creationTimestamp": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
             self._create_claims(o)
             s.on_pod(o)
         return order
