@@ -60,6 +60,11 @@ def bound(api: ApiServer) -> dict[str, str]:
     }
 
 
+def holder(api: ApiServer) -> str | None:
+    lease = api.get("leases", "kube-system", "troupe-scheduler") or {}
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
 def events_of(api: ApiServer, name: str) -> list[dict[str, Any]]:
     return [e for e in api.objects("events") if e["involvedObject"]["name"] == name]
 
@@ -183,12 +188,32 @@ def test_the_lease_won_during_api_discovery_starts_scheduling(
             ),
             what="the Lease taken while discovery hangs",
         )
-        assert held.waiting >= 1
+        until(lambda: held.waiting >= 1, what="discovery waiting on the API server")
         api.unhang(held)
         t.wait_ready()
         until(lambda: node_of(api, "p0") == "n0", what="p0 bound by the new leader")
         assert t.stop() == 0
     assert "Traceback" not in t.log()
+
+
+def test_a_replica_stopped_while_api_discovery_hangs_ends_and_gives_its_lease_up(
+    api: ApiServer, kubeconfig: Path, tmp_path: Path
+) -> None:
+    # Discovery waits on an API server that may not answer (30 s a try, then
+    # again): SIGTERM meanwhile must end the replica, not wait for it.
+    nodes(api, 1)
+    held = api.hang("/apis/scheduling.k8s.io")
+    t = Troupe(tmp_path, kubeconfig=kubeconfig, identity="a")
+    try:
+        t.start()
+        until(lambda: holder(api) == "a", what="the Lease taken while discovery hangs")
+        until(lambda: held.waiting >= 1, what="discovery waiting on the API server")
+        assert t.stop(timeout=10) == 0
+        assert "stopped during API discovery" in t.log()
+        assert holder(api) in (None, "")
+        assert "Traceback" not in t.log()
+    finally:
+        api.unhang(held)
 
 
 def test_a_wrong_token_is_refused_and_said(tmp_path: Path) -> None:
@@ -517,4 +542,6 @@ def test_a_bad_configuration_field_stops_start_up_with_its_name(
     t = Troupe(tmp_path, kubeconfig=kubeconfig, config={"leaderElection": {"leaseDuration": 15}})
     t.start()
     assert t.wait(30) == 2
-    assert 'leaderElection.leaseDuration: must be a duration such as "15s", got 15' in t.log()
+    assert 'leaderElection.leaseDuration: Invalid value: 15: must be a duration such as "15s"' in (
+        t.log()
+    )

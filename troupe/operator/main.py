@@ -47,7 +47,7 @@ import ssl
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import kopf
 import uvloop
@@ -461,6 +461,25 @@ class ElectorProcess:
             send("stopped")
 
 
+_T = TypeVar("_T")
+
+
+async def _unless_stopped(work: Awaitable[_T], stop: asyncio.Event) -> _T | None:
+    """`work`'s result, or None once `stop` is set first (`work` is cancelled)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return None
+
+
 async def run(
     config: SchedulerConfig,
     kube: KubeClient,
@@ -585,28 +604,36 @@ async def run(
             await election.stop()  # the child ignores SIGTERM: left alone, exit would wait on it
         await kube.aclose()
         raise
-    kinds = await watched_kinds(kube, kinds)
-    unsynced.update(kinds)
-    kopf_thread = KopfThread(build_registry(scheduler, loop, kube, kinds, kind_synced))
-    kopf_thread.start()
-    metrics.set_leader(le.resource_name, False)
-    checks = metrics.health.livez
-    checks["watches"] = lambda: None if kopf_thread.thread.is_alive() else "kopf has stopped"
-
-    def loop_alive() -> str | None:
-        if scheduling is not None and scheduling.done() and not stop.is_set():
-            return "the scheduling loop has ended"
-        return None
-
-    checks["scheduling-loop"] = loop_alive
-
-    if election is not None:
-        checks["leader-election"] = lambda: (
-            None if election is None or election.alive() else "leader election has ended"
-        )
-    else:
-        started()
+    kopf_thread: KopfThread | None = None
     try:
+        # API discovery waits on the API server, which may not answer: a stop
+        # signal meanwhile ends the replica (it gives the Lease up below).
+        found = await _unless_stopped(watched_kinds(kube, kinds), stop)
+        if found is None:
+            log.info("%s: stopped during API discovery", identity)
+            return 0
+        kinds = found
+        unsynced.update(kinds)
+        kopf_thread = KopfThread(build_registry(scheduler, loop, kube, kinds, kind_synced))
+        kopf_thread.start()
+        metrics.set_leader(le.resource_name, False)
+        checks = metrics.health.livez
+        watching = kopf_thread
+        checks["watches"] = lambda: None if watching.thread.is_alive() else "kopf has stopped"
+
+        def loop_alive() -> str | None:
+            if scheduling is not None and scheduling.done() and not stop.is_set():
+                return "the scheduling loop has ended"
+            return None
+
+        checks["scheduling-loop"] = loop_alive
+
+        if election is not None:
+            checks["leader-election"] = lambda: (
+                None if election is None or election.alive() else "leader election has ended"
+            )
+        else:
+            started()
         await stop.wait()
     finally:
         # Stop scheduling and let the binding cycles in flight end (pods waiting
@@ -622,7 +649,8 @@ async def run(
             log.warning("binding cycles still running after %ds: abandoned", SHUTDOWN_SECONDS)
         if election is not None:
             await election.stop()
-        kopf_thread.stop()
+        if kopf_thread is not None:
+            kopf_thread.stop()
         await kube.aclose()
         if close_metrics is not None:
             await close_metrics()
