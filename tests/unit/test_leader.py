@@ -321,3 +321,37 @@ async def test_a_leader_busy_with_one_long_cycle_keeps_its_lease_and_a_hung_one_
         t.cancel()
         with pytest.raises(asyncio.CancelledError):
             await t
+
+
+class SlowAnswer(CountingView):
+    """The server makes the write at once; its answer waits for `answer`."""
+
+    def __init__(self, leases: InMemoryLeases) -> None:
+        super().__init__(leases)
+        self.answer = asyncio.Event()
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        made = await super().create(record)
+        await self.answer.wait()
+        return made
+
+
+async def test_stopped_while_its_take_of_the_lease_is_answered_it_releases_the_lease() -> None:
+    """A replica stopped while the write that makes it the holder is in flight
+    (the server has made it; the answer is not back) releases the Lease once the
+    answer is in, rather than leaving it held until it expires."""
+    clock = VirtualClock(start=0.0)
+    leases = InMemoryLeases()
+    client = SlowAnswer(leases)
+    e = LeaderElector(client, "a", clock, lease_duration=15, renew_deadline=10, retry_period=2)
+    started: list[bool] = []
+    task = asyncio.create_task(e.run(lambda: started.append(True), lambda: None))
+    await step(clock, 0.5)
+    assert leases.record is not None and leases.record.holder == "a"  # made, not answered
+    task.cancel()
+    await step(clock, 0.5)
+    client.answer.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert leases.record.holder == ""
+    assert not started and not e.is_leader

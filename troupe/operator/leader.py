@@ -19,6 +19,7 @@ raises; `InMemoryLeases` serves tests and several electors in one process).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -219,7 +220,7 @@ class LeaderElector:
         """Campaign, lead while renewals succeed, and return once leadership is lost.
         Cancelling the task releases the Lease if held."""
         try:
-            while not await self.try_acquire_or_renew():
+            while not await self._campaign_once():
                 await self.clock.sleep(self.retry_period)
             self.is_leader = True
             log.info("%s became the leader", self.identity)
@@ -241,6 +242,20 @@ class LeaderElector:
                 self.is_leader = False
                 self._set_leading_until(0.0)
                 await _maybe_await(on_stopped())
+
+    async def _campaign_once(self) -> bool:
+        """One try to take the Lease. Cancelled meanwhile, the try in flight
+        is let finish (its request is bounded by the client's timeout): if the
+        server made us the holder, the Lease is released at once rather than
+        held, by a replica that is stopping, until it expires."""
+        attempt = asyncio.ensure_future(self.try_acquire_or_renew())
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                if await attempt:
+                    await self.release()
+            raise
 
     async def release(self) -> None:
         self._set_leading_until(0.0)  # nothing more is written once we give it up
