@@ -34,25 +34,22 @@ flips (meta.SetStatusCondition). Once True it never goes back to False, as
 upstream; a group never tried (its pods held at PreEnqueue) gets no condition.
 Other conditions on the object (DisruptionTarget) are kept as they are.
 
-A change marks the group dirty; dirty groups are patched on the status
-subresource at most once per `coalesce_seconds`, and only when the status
-differs from what was last written, so a gang of 1000 pods costs a few
-patches, not 1000. A patch that fails is retried with exponential backoff
-(from `coalesce_seconds` up to `MAX_RETRY_SECONDS`) until it lands; a group
-that is gone is dropped, and a replica that does not lead writes nothing
-(its patches are refused by the client's fence) until it leads.
+A change (a member's or the group's event, an attempt) marks the group; the
+framework's `StatusWriter` (troupe.framework.status_writer) patches marked
+groups on the status subresource at most once per `coalesce_seconds`, and
+only when the status differs from what was last written, so a gang of 1000
+pods costs a few patches, not 1000; it retries failed patches with backoff,
+drops a group that is gone, and writes nothing while the replica does not
+lead.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from troupe.api.types import GroupKey, Pod, PodGroup
-from troupe.core.clock import TimerHandle
-from troupe.core.cluster import NotFound, NotLeader
 from troupe.core.topology import group_placement, has_topology
 from troupe.framework.events import (
     ClusterEvent,
@@ -60,16 +57,13 @@ from troupe.framework.events import (
 )
 from troupe.framework.handle import Handle
 from troupe.framework.status import Code
+from troupe.framework.status_writer import StatusWriter, status_holds
 from troupe.plugins.coscheduling.core import placed_members
-
-log = logging.getLogger(__name__)
 
 
 def rfc3339(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-
-MAX_RETRY_SECONDS: Final = 60.0
 
 PHASES: Final = ("Pending", "Scheduling", "Running", "Finished", "Failed")
 """The phases Troupe writes: scheduler-plugins' PodGroupPhase values but Unknown."""
@@ -173,19 +167,23 @@ def compute_native_status(
     return {"conditions": out}
 
 
-class PodGroupStatusTracker:
+class PodGroupStatusTracker(StatusWriter[GroupKey, PodGroup, dict[str, Any]]):
+    """Writes the status of the PodGroups whose members or selves the Handle's
+    events change, and of those the plugin `mark`s (an attempt)."""
+
     def __init__(
         self, handle: Handle, coalesce_seconds: float, schedule_start: Mapping[GroupKey, float]
     ) -> None:
-        self.handle = handle
-        self.coalesce_seconds = coalesce_seconds
+        super().__init__(
+            handle,
+            "PodGroup",
+            lookup=lambda key: handle.lister.pod_group(key),
+            compute=self._compute,
+            patch=lambda key, _pg, status: handle.client.patch_pod_group_status(key, status),
+            same=status_holds,
+            coalesce_seconds=coalesce_seconds,
+        )
         self.schedule_start = schedule_start
-        self._dirty: set[GroupKey] = set()
-        self._written: dict[GroupKey, dict[str, Any]] = {}
-        self._timer: TimerHandle | None = None
-        self._failures: dict[GroupKey, int] = {}
-        self.patches = 0
-        self.failed_patches = 0
         handle.watch(self.on_event)
 
     def on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
@@ -194,32 +192,6 @@ class PodGroupStatusTracker:
                 self.mark(obj.group_key)
             elif isinstance(obj, PodGroup) and event.resource is EventResource.POD_GROUP:
                 self.mark(obj.key)
-
-    def mark(self, key: GroupKey) -> None:
-        self._dirty.add(key)
-        if self._timer is None:
-            clock = self.handle.clock
-            self._timer = clock.call_at(clock.now() + self.coalesce_seconds, self.flush_now)
-
-    def flush_now(self) -> None:
-        self._timer = None
-        dirty, self._dirty = self._dirty, set()
-        lister = self.handle.lister
-        for key in sorted(dirty):
-            pg = lister.pod_group(key)
-            if pg is None:
-                self._written.pop(key, None)
-                continue
-            status = self._compute(key, pg)
-            if status is None:
-                continue
-            if self._written.get(key) == status or (
-                key not in self._written and _same(pg.status, status)
-            ):
-                continue
-            self._written[key] = status
-            self.patches += 1
-            self.handle.spawn(self._patch(key, status))
 
     def _compute(self, key: GroupKey, pg: PodGroup) -> dict[str, Any] | None:
         lister = self.handle.lister
@@ -242,32 +214,3 @@ class PodGroupStatusTracker:
             ]
             where = group_placement(self.handle.snapshot(), pg, nodes) or ""
         return compute_native_status(pg, placed, failure, self.handle.clock.now(), where)
-
-    async def _patch(self, key: GroupKey, status: dict[str, Any]) -> None:
-        try:
-            await self.handle.client.patch_pod_group_status(key, status)
-        except NotFound:
-            self._written.pop(key, None)
-            self._failures.pop(key, None)
-            return
-        except NotLeader:
-            self._written.pop(key, None)  # written by whoever leads; again if we do
-            return
-        except Exception as e:
-            self.failed_patches += 1
-            if self._written.get(key) == status:
-                self._written.pop(key, None)
-            n = self._failures.get(key, 0)
-            self._failures[key] = n + 1
-            delay = min(max(self.coalesce_seconds, 0.5) * 2**n, MAX_RETRY_SECONDS)
-            log.warning(
-                "could not patch the status of PodGroup %s (%s); retrying in %.0fs", key, e, delay
-            )
-            clock = self.handle.clock
-            clock.call_at(clock.now() + delay, lambda: self.mark(key))
-            return
-        self._failures.pop(key, None)
-
-
-def _same(current: Mapping[str, object], status: Mapping[str, Any]) -> bool:
-    return all(current.get(k) == v for k, v in status.items())
