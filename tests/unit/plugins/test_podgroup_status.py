@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from tests.unit.plugins.conftest import FakeLister
 from troupe.api.parse import parse_pod, parse_pod_group
 from troupe.api.types import Pod, PodGroup
 from troupe.core.clock import VirtualClock
+from troupe.core.cluster import NotLeader
 from troupe.core.memory_cluster import InMemoryCluster
 from troupe.framework.events import (
     ActionType,
@@ -132,3 +134,40 @@ async def test_a_thousand_binds_cost_one_patch() -> None:
     tracker.mark(PG.key)
     clock.advance_by(1)
     assert not tasks and tracker.patches == 1
+
+
+async def test_a_replica_that_does_not_lead_writes_the_status_once_it_leads() -> None:
+    """Refused by the fence (NotLeader), the status is not forgotten: it is
+    tried again later, and written once the replica leads."""
+    clock = VirtualClock(start=1_700_000_000)
+    cluster = InMemoryCluster()
+    cluster.pod_groups["default/g"] = {"metadata": {"name": "g"}, "status": {}}
+    lister = FakeLister()
+    lister.groups["default/g"] = PG
+    tasks: list[Any] = []
+    handle = Handle(
+        clock=clock, client=cluster, waiting_pods=WaitingPods(), lister=lister, spawn=tasks.append
+    )
+    tracker = PodGroupStatusTracker(handle, 1.0, {})
+    leading = False
+    real = cluster.patch_pod_group_status
+
+    async def fenced(group: str, status: Mapping[str, Any]) -> None:
+        if not leading:
+            raise NotLeader("not sent")
+        await real(group, status)
+
+    cluster.patch_pod_group_status = fenced  # type: ignore[method-assign]
+    tracker.mark(PG.key)
+    for _ in range(10):
+        clock.advance_by(1)
+        while tasks:
+            await tasks.pop()
+    assert cluster.pod_groups["default/g"]["status"] == {}
+    assert tracker.failed_patches == 0
+    leading = True
+    for _ in range(60):
+        clock.advance_by(1)
+        while tasks:
+            await tasks.pop()
+    assert cluster.pod_groups["default/g"]["status"]["phase"] == "Pending"
