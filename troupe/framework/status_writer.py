@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 from troupe.core.clock import TimerHandle
@@ -78,38 +79,28 @@ def status_holds(obj: HasStatus, status: Mapping[str, Any]) -> bool:
     return all(current.get(k) == v for k, v in status.items())
 
 
+@dataclass(eq=False)
 class StatusWriter(Generic[K, Obj, S]):
     """Writes the status `compute` gives of the objects `lookup` finds, for
     the keys `mark`ed, through `patch` (see the module's docstring)."""
 
-    def __init__(
-        self,
-        handle: Handle,
-        kind: str,
-        *,
-        lookup: Callable[[K], Obj | None],
-        compute: Callable[[K, Obj], S | None],
-        patch: Callable[[K, Obj, S], Awaitable[None]],
-        same: Callable[[Obj, S], bool],
-        coalesce_seconds: float = 1.0,
-        max_retry_seconds: float = MAX_RETRY_SECONDS,
-    ) -> None:
-        self.handle = handle
-        self.kind = kind  # in the log: "could not patch the status of <kind> <key>"
-        self.lookup = lookup
-        self.compute = compute
-        self.patch = patch
-        self.same = same
-        self.coalesce_seconds = coalesce_seconds
-        self.max_retry_seconds = max_retry_seconds
-        self._dirty: set[K] = set()
-        self._written: dict[K, S] = {}
-        self._timer: TimerHandle | None = None
-        self._failures: dict[K, int] = {}
-        self.patches = 0
-        """Patches sent (or in flight)."""
-        self.failed_patches = 0
-        """Patches that failed but for NotFound and NotLeader."""
+    handle: Handle
+    kind: str  # in the log: "could not patch the status of <kind> <key>"
+    _: KW_ONLY
+    lookup: Callable[[K], Obj | None]
+    compute: Callable[[K, Obj], S | None]
+    patch: Callable[[K, Obj, S], Awaitable[None]]
+    same: Callable[[Obj, S], bool]
+    coalesce_seconds: float = 1.0
+    max_retry_seconds: float = MAX_RETRY_SECONDS
+    patches: int = field(default=0, init=False)
+    """Patches sent (or in flight)."""
+    failed_patches: int = field(default=0, init=False)
+    """Patches that failed but for NotFound and NotLeader."""
+    _dirty: set[K] = field(default_factory=set, init=False, repr=False)
+    _written: dict[K, S] = field(default_factory=dict, init=False, repr=False)
+    _timer: TimerHandle | None = field(default=None, init=False, repr=False)
+    _failures: dict[K, int] = field(default_factory=dict, init=False, repr=False)
 
     def mark(self, key: K) -> None:
         self._dirty.add(key)

@@ -73,8 +73,21 @@ class Rig:
             raise self.refuse.pop(0)
         await self.cluster.patch_pod_group_status(key, status)
 
-    def status(self, key: str) -> Mapping[str, Any]:
-        return self.cluster.pod_groups[key]["status"]
+    def status(self, key: str) -> Status:
+        status: Status = self.cluster.pod_groups[key]["status"]
+        return status
+
+    def start(self, key: str, wanted: Status, refuse: list[Exception] | None = None) -> None:
+        """A new object whose status should be `wanted` (see `want`)."""
+        self.add(key)
+        self.want(key, wanted, refuse)
+
+    def want(self, key: str, wanted: Status, refuse: list[Exception] | None = None) -> None:
+        """The status of `key` should be `wanted` now: marked; the next
+        patches raise `refuse`."""
+        self.wanted[key] = wanted
+        self.refuse = list(refuse or [])
+        self.writer.mark(key)
 
     async def run_for(self, seconds: float) -> None:
         """Advance the clock timer by timer, running the patches each flush spawns."""
@@ -132,8 +145,7 @@ async def test_a_patch_is_sent_only_when_the_status_changes() -> None:
     rig.writer.mark("fresh")
     await rig.run_for(1)
     assert len(rig.attempts) == 1
-    rig.wanted["fresh"] = {"phase": "Running"}
-    rig.writer.mark("fresh")
+    rig.want("fresh", {"phase": "Running"})
     await rig.run_for(1)
     assert rig.attempts[1:] == [(3.0, "fresh", {"phase": "Running"})]
     assert rig.writer.patches == 2 and rig.writer.failed_patches == 0
@@ -143,10 +155,7 @@ async def test_a_failed_patch_is_retried_with_backoff_until_it_lands(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Running"}
-    rig.refuse = [RuntimeError("HTTP 500")] * 3
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Running"}, [RuntimeError("HTTP 500")] * 3)
     with caplog.at_level(logging.WARNING, "troupe.framework.status_writer"):
         await rig.run_for(30)
     # Flushed at 1; retried 1, 2 and 4 s after each failure (then a flush interval).
@@ -157,9 +166,7 @@ async def test_a_failed_patch_is_retried_with_backoff_until_it_lands(
         f"could not patch the status of Thing a (HTTP 500); retrying in {d}s" for d in (1, 2, 4)
     ]
     # Landed: the next failure starts the backoff over.
-    rig.wanted["a"] = {"phase": "Finished"}
-    rig.refuse = [RuntimeError("HTTP 503")]
-    rig.writer.mark("a")
+    rig.want("a", {"phase": "Finished"}, [RuntimeError("HTTP 503")])
     await rig.run_for(10)
     assert rig.times()[4:] == [31.0, 33.0]
     assert rig.status("a") == {"phase": "Finished"}
@@ -167,10 +174,7 @@ async def test_a_failed_patch_is_retried_with_backoff_until_it_lands(
 
 async def test_the_backoff_stops_growing_at_its_cap() -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Running"}
-    rig.refuse = [RuntimeError("HTTP 500")] * 8
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Running"}, [RuntimeError("HTTP 500")] * 8)
     await rig.run_for(400)
     gaps = [b - a - rig.coalesce for a, b in zip(rig.times(), rig.times()[1:], strict=False)]
     assert gaps == [1, 2, 4, 8, 16, 32, 60, 60]
@@ -179,10 +183,7 @@ async def test_the_backoff_stops_growing_at_its_cap() -> None:
 
 async def test_a_status_that_changed_while_failing_is_the_one_retried() -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Scheduling"}
-    rig.refuse = [RuntimeError("HTTP 500")]
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Scheduling"}, [RuntimeError("HTTP 500")])
     await rig.run_for(1)
     rig.wanted["a"] = {"phase": "Running"}
     await rig.run_for(5)
@@ -192,10 +193,8 @@ async def test_a_status_that_changed_while_failing_is_the_one_retried() -> None:
 
 async def test_an_object_gone_from_the_api_is_dropped() -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Running"}
+    rig.start("a", {"phase": "Running"})
     del rig.cluster.pod_groups["a"]  # deleted; the cache has not seen it yet
-    rig.writer.mark("a")
     await rig.run_for(300)
     assert rig.times() == [1.0]  # NotFound: no retry
     assert rig.writer.failed_patches == 0
@@ -208,9 +207,7 @@ async def test_an_object_gone_from_the_api_is_dropped() -> None:
 
 async def test_an_object_gone_from_the_cache_is_forgotten() -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Running"}
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Running"})
     await rig.run_for(1)
     del rig.seen["a"]
     rig.writer.mark("a")
@@ -227,10 +224,7 @@ async def test_a_replica_that_does_not_lead_writes_once_it_leads(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Running"}
-    rig.refuse = [NotLeader("not sent"), NotLeader("not sent")]
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Running"}, [NotLeader("not sent"), NotLeader("not sent")])
     with caplog.at_level(logging.WARNING, "troupe.framework.status_writer"):
         await rig.run_for(4)
     assert rig.status("a") == {}  # nothing written while it does not lead
@@ -242,16 +236,13 @@ async def test_a_replica_that_does_not_lead_writes_once_it_leads(
 
 async def test_flush_now_writes_at_once_and_keeps_the_interval() -> None:
     rig = Rig()
-    rig.add("a")
-    rig.wanted["a"] = {"phase": "Scheduling"}
-    rig.writer.mark("a")
+    rig.start("a", {"phase": "Scheduling"})
     await rig.run_for(0.5)
     rig.writer.flush_now()
     await rig.run_for(0)
     assert rig.times() == [0.5]
     # The timer of the first mark is gone: the next mark waits a full interval.
-    rig.wanted["a"] = {"phase": "Running"}
-    rig.writer.mark("a")
+    rig.want("a", {"phase": "Running"})
     await rig.run_for(0.9)
     assert rig.times() == [0.5]
     await rig.run_for(0.1)

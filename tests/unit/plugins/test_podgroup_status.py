@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -105,22 +106,46 @@ def test_occupied_by_names_the_owners_of_a_member_sorted() -> None:
     assert "occupiedBy" not in compute_status(PG, [pod(0), pod(1)], None)
 
 
+@dataclass
+class Rig:
+    """A tracker of PodGroup g (PG) over the in-memory cluster and a virtual
+    clock; the patches it spawns wait in `tasks`."""
+
+    clock: VirtualClock = field(default_factory=lambda: VirtualClock(start=1_700_000_000))
+    cluster: InMemoryCluster = field(default_factory=InMemoryCluster)
+    lister: FakeLister = field(default_factory=FakeLister)
+    tasks: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.cluster.pod_groups["default/g"] = {"metadata": {"name": "g"}, "status": {}}
+        self.lister.groups["default/g"] = PG
+        self.handle = Handle(
+            clock=self.clock,
+            client=self.cluster,
+            waiting_pods=WaitingPods(),
+            lister=self.lister,
+            spawn=self.tasks.append,
+        )
+        self.tracker = PodGroupStatusTracker(self.handle, 1.0, {})
+
+    def status(self) -> Any:
+        return self.cluster.pod_groups["default/g"]["status"]
+
+    async def run_for(self, seconds: int) -> None:
+        for _ in range(seconds):
+            self.clock.advance_by(1)
+            while self.tasks:
+                await self.tasks.pop()
+
+
 async def test_a_thousand_binds_cost_one_patch() -> None:
-    clock = VirtualClock(start=1_700_000_000)
-    cluster = InMemoryCluster()
-    cluster.pod_groups["default/g"] = {"metadata": {"name": "g"}, "status": {}}
-    lister = FakeLister()
-    lister.groups["default/g"] = PG
-    tasks: list[Any] = []
-    handle = Handle(
-        clock=clock, client=cluster, waiting_pods=WaitingPods(), lister=lister, spawn=tasks.append
-    )
-    tracker = PodGroupStatusTracker(handle, 1.0, {})
+    rig = Rig()
+    clock, cluster, tasks = rig.clock, rig.cluster, rig.tasks
     event = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD)
     for i in range(1000):
         p = pod(i, "n", "Running")
-        lister.pods[p.key] = p
-        for w in handle.watchers:
+        rig.lister.pods[p.key] = p
+        for w in rig.handle.watchers:
             w(event, None, p)
         clock.advance_by(0.0005)
     assert cluster.status_patches == 0 and not tasks
@@ -128,46 +153,30 @@ async def test_a_thousand_binds_cost_one_patch() -> None:
     assert len(tasks) == 1
     await tasks.pop()
     assert cluster.status_patches == 1
-    assert cluster.pod_groups["default/g"]["status"]["phase"] == "Running"
-    assert cluster.pod_groups["default/g"]["status"]["running"] == 1000
+    assert rig.status()["phase"] == "Running"
+    assert rig.status()["running"] == 1000
     # Nothing changed: no new patch.
-    tracker.mark(PG.key)
+    rig.tracker.mark(PG.key)
     clock.advance_by(1)
-    assert not tasks and tracker.patches == 1
+    assert not tasks and rig.tracker.patches == 1
 
 
 async def test_a_replica_that_does_not_lead_writes_the_status_once_it_leads() -> None:
     """Refused by the fence (NotLeader), the status is not forgotten: it is
     tried again later, and written once the replica leads."""
-    clock = VirtualClock(start=1_700_000_000)
-    cluster = InMemoryCluster()
-    cluster.pod_groups["default/g"] = {"metadata": {"name": "g"}, "status": {}}
-    lister = FakeLister()
-    lister.groups["default/g"] = PG
-    tasks: list[Any] = []
-    handle = Handle(
-        clock=clock, client=cluster, waiting_pods=WaitingPods(), lister=lister, spawn=tasks.append
-    )
-    tracker = PodGroupStatusTracker(handle, 1.0, {})
+    rig = Rig()
     leading = False
-    real = cluster.patch_pod_group_status
+    real = rig.cluster.patch_pod_group_status
 
     async def fenced(group: str, status: Mapping[str, Any]) -> None:
         if not leading:
             raise NotLeader("not sent")
         await real(group, status)
 
-    cluster.patch_pod_group_status = fenced  # type: ignore[method-assign]
-    tracker.mark(PG.key)
-    for _ in range(10):
-        clock.advance_by(1)
-        while tasks:
-            await tasks.pop()
-    assert cluster.pod_groups["default/g"]["status"] == {}
-    assert tracker.failed_patches == 0
+    rig.cluster.patch_pod_group_status = fenced  # type: ignore[method-assign]
+    rig.tracker.mark(PG.key)
+    await rig.run_for(10)
+    assert rig.status() == {} and rig.tracker.failed_patches == 0
     leading = True
-    for _ in range(60):
-        clock.advance_by(1)
-        while tasks:
-            await tasks.pop()
-    assert cluster.pod_groups["default/g"]["status"]["phase"] == "Pending"
+    await rig.run_for(60)
+    assert rig.status()["phase"] == "Pending"
