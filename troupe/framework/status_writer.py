@@ -23,13 +23,14 @@ should be; a `StatusWriter` decides when it is written, the same way for all:
   by then; it is not counted as a failure.
 - `flush_now()` flushes at once (tests, shutdown).
 
-Adding a writer (CompositePodGroup conditions, say) takes its three functions:
+Adding a writer (CompositePodGroup conditions, say) takes its `compute` and
+three one-liners:
 
     writer = StatusWriter(
         handle,
         "CompositePodGroup",
-        lookup=lambda key: handle.lister.composite_pod_group(key),
-        compute=compute_composite_status,     # (key, obj) -> status or None
+        lookup=lambda key: handle.lister.composite(key),
+        compute=compute_composite_status,  # (key, obj) -> status, or None
         patch=lambda key, obj, status: handle.client.patch_composite_pod_group_status(
             key, status
         ),
