@@ -188,23 +188,28 @@ def _load_objects(
 
 # Input at least this large is frozen out of the cyclic collector once read.
 _FREEZE_BYTES: Final = 4 << 20
+# A simulation of at least this many objects is frozen once they are loaded.
+_FREEZE_OBJECTS: Final = 2000
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc() -> Iterator[list[int]]:
-    """The cyclic collector off while the files are read: building millions of
-    dicts and lists triggers it again and again over the growing, acyclic result
-    (a third of the reading time of a large dump), and it finds nothing to free;
-    reference counting still frees what is dropped. A large input is then
-    frozen (gc.freeze, before the collector is back on): otherwise its first
-    collections walk every object of it, once per generation, for nothing.
-    The caller adds the bytes it read to the list it is given."""
+def _no_cyclic_gc(threshold: int = _FREEZE_BYTES) -> Iterator[list[int]]:
+    """The cyclic collector off while the files are read, or while the
+    scheduler takes in what was read: building millions of dicts and lists
+    (or the scheduler's views of them) triggers it again and again over the
+    growing, acyclic result (a third of the reading time of a large dump; as
+    much as the scheduler's intake of the objects takes again), and it finds
+    nothing to free; reference counting still frees what is dropped. A large
+    result is then frozen (gc.freeze, before the collector is back on):
+    otherwise its first collections walk every object of it, once per
+    generation, for nothing. The caller adds its size (bytes read, objects
+    taken in) to the list it is given; `threshold` is the size frozen."""
     was = gc.isenabled()
     gc.disable()
     size = [0]
     try:
         yield size
-        if size[0] >= _FREEZE_BYTES:
+        if size[0] >= threshold:
             gc.freeze()
     finally:
         if was:
@@ -811,7 +816,10 @@ class Simulation:
         released, so the result shows no reservation that nothing would bind.
         """
         s = self.scheduler
-        order = self._load()
+        # (the scheduler keeps what it builds from the objects for the whole run)
+        with _no_cyclic_gc(_FREEZE_OBJECTS) as size:
+            order = self._load()
+            size[0] = len(self.objects)
         q = s.queue
         cfg = s.config
         quiet = cfg.troupe.unschedulable_flush_seconds + cfg.pod_max_backoff_seconds
@@ -1254,12 +1262,18 @@ def format_table(result: SimulationResult) -> str:
 
 
 def dump_output(obj: Any, fmt: str) -> str:
-    """`obj` as JSON or YAML text."""
-    if fmt == "json":
-        return json.dumps(obj, indent=2)
-    # libyaml's emitter when PyYAML has it: the same text, four times faster
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(obj, Dumper=dumper, sort_keys=False)
+    """`obj` as JSON or YAML text, the cyclic collector off meanwhile: PyYAML's
+    representer builds a node per value (hundreds of thousands for a large
+    cluster), all alive until the text is written, and the collections they
+    trigger walk them, and the rest of the heap, to free nothing (40 % of the
+    time YAML took for 5000 nodes and 11000 pods). JSON is `json.dumps(obj,
+    indent=2)`'s text, written by orjson (`troupe.api.jsonio.dumps_indented`)."""
+    with _no_cyclic_gc():
+        if fmt == "json":
+            return jsonio.dumps_indented(obj)
+        # libyaml's emitter when PyYAML has it: the same text, four times faster
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return yaml.dump(obj, Dumper=dumper, sort_keys=False)
 
 
 def format_output(result: SimulationResult, fmt: str) -> str:

@@ -50,3 +50,20 @@ def test_dumps_is_compact_utf8_with_keys_as_json_writes_them() -> None:
     out = jsonio.dumps(obj)
     assert out == b'{"a":[1,2.5,null,true],"\xc3\xa9":"\xc3\xbc","3":"x"}'
     assert out == json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param({"pods": {"ns/cache-5c2d": {"node": "n-e-1", "reason": None}}}, id="plain"),
+        pytest.param({"cpu": [0.1, 3.92, 2.5e-4, 1e16, 1.5e300, -0.0], "n": [], "m": {}}, id="floats"),
+        pytest.param({"a": 1e-5, "b": [-1.5e-7, 2]}, id="below-1e-4"),
+        pytest.param(1e-7, id="a-small-float-alone"),
+        pytest.param({"reason": "ratio 10.00001 e-1"}, id="a-string-like-a-small-float"),
+        pytest.param({"reason": "Insufficient cpu ü"}, id="not-ascii"),
+        pytest.param({"big": 2**70}, id="past-64-bits"),
+        pytest.param({3: (1, True, None)}, id="int-key-and-tuple"),
+    ],
+)
+def test_dumps_indented_writes_what_json_writes(obj: object) -> None:
+    assert jsonio.dumps_indented(obj) == json.dumps(obj, indent=2)
