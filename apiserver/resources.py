@@ -218,6 +218,13 @@ def native_podgroups(version: str) -> Resource:
     return _r(f"scheduling.k8s.io/{version}", "podgroups", "PodGroup", True, subs=["status"])
 
 
+# Kubernetes 1.37's CompositePodGroup: served in v1alpha3 only, with the
+# CompositePodGroup gate (the server serves it with v1alpha3 PodGroups).
+COMPOSITE_PODGROUPS: Final = _r(
+    "scheduling.k8s.io/v1alpha3", "compositepodgroups", "CompositePodGroup", True, subs=["status"]
+)
+
+
 def from_crd(crd: Mapping[str, Any]) -> list[Resource]:
     """The resources a CustomResourceDefinition serves (one per served version)."""
     spec = crd.get("spec") or {}

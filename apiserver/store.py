@@ -183,6 +183,8 @@ class Store:
             self.register(resources.ELASTICQUOTA)
         if native_podgroups is not None:
             self.register(resources.native_podgroups(native_podgroups))
+            if native_podgroups == "v1alpha3":
+                self.register(resources.COMPOSITE_PODGROUPS)
         ns_res = self._res("", "v1", "namespaces")
         for ns in SYSTEM_NAMESPACES:
             self.create(ns_res, None, {"metadata": {"name": ns}})

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from troupe.api.elasticquota import ELASTIC_QUOTA_GROUP, ELASTIC_QUOTA_VERSION
-from troupe.api.types import NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
+from troupe.api.types import COMPOSITE_VERSION, NATIVE_POD_GROUP_API, NATIVE_POD_GROUP_VERSIONS
 
 POD_GROUP_GROUP: Final = "scheduling.x-k8s.io"
 POD_GROUP_VERSION: Final = "v1alpha1"
@@ -130,6 +130,13 @@ KINDS: Final = (
     ),
     # Not watched: the simulated resourceclaim controller reads them.
     Kind("ResourceClaimTemplate", RESOURCE_API, "resourceclaimtemplates", None),
+    # Kubernetes' CompositePodGroups (1.37, alpha: groups of groups), before
+    # the PodGroups that name them as their parent; their status conditions.
+    Kind(
+        "CompositePodGroup", NATIVE_POD_GROUP_API, "compositepodgroups",
+        "on_composite_pod_group", versions=(COMPOSITE_VERSION,),
+        writes=(Write(("patch",), "status"),),
+    ),
     # scheduler-plugins' PodGroups, then Kubernetes' own.
     Kind(
         "PodGroup", POD_GROUP_GROUP, "podgroups", "on_pod_group",

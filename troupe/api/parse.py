@@ -75,6 +75,7 @@ from troupe.api.selectors import (
 )
 from troupe.api.taints import parse_taint, parse_toleration
 from troupe.api.types import (
+    COMPOSITE_VERSION,
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -91,6 +92,7 @@ from troupe.api.types import (
     PREEMPT_LOWER_PRIORITY,
     PREEMPT_NEVER,
     WORKLOAD_KINDS,
+    CompositePodGroup,
     ContainerImage,
     HostPort,
     InvalidObject,
@@ -810,6 +812,74 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         preemption_policy=_group_preemption_policy(spec, version),
         resource_claims=_resource_claims(spec),
         claim_statuses=_claim_statuses(get_map(obj, "status", "")),
+        parent=get_str(spec, "parentCompositePodGroupName", "spec.")
+        if version == COMPOSITE_VERSION
+        else "",
+    )
+
+
+def _parse_composite_pod_group(obj: Mapping[str, Any]) -> CompositePodGroup:
+    """scheduling.k8s.io/v1alpha3 CompositePodGroup: spec.workloadRef (required),
+    exactly one of spec.schedulingPolicy.basic and .gang (gang.minGroupCount
+    >= 1, required), at most one spec.schedulingConstraints.topology entry,
+    disruptionMode as a PodGroup's, priority and preemptionPolicy."""
+    api = obj.get("apiVersion")
+    want = f"{NATIVE_POD_GROUP_API}/{COMPOSITE_VERSION}"
+    if api != want:
+        raise unsupported("apiVersion", api, [want])
+    md, ns, name = _meta(obj, namespaced=True)
+    spec = get_map(obj, "spec", "")
+    ref = get_map(spec, "workloadRef", "spec.")
+    if not ref:
+        raise required("spec.workloadRef")
+    policy = get_map(spec, "schedulingPolicy", "spec.")
+    sp = "spec.schedulingPolicy."
+    basic, gang = policy.get("basic"), policy.get("gang")
+    if (basic is None) == (gang is None):
+        raise ParseError(sp[:-1], "exactly one of basic or gang must be set")
+    count = 1
+    if gang is not None:
+        n = get_int(get_map(policy, "gang", sp), "minGroupCount", f"{sp}gang.")
+        if n is None:
+            raise required(f"{sp}gang.minGroupCount")
+        if n < 1:
+            raise invalid(f"{sp}gang.minGroupCount", n, "must be greater than or equal to 1")
+        count = n
+    else:
+        get_map(policy, "basic", sp)
+    sc = get_map(spec, "schedulingConstraints", "spec.")
+    topology = get_objs(sc, "topology", "spec.schedulingConstraints.")
+    if len(topology) > 1:
+        raise ParseError(
+            "spec.schedulingConstraints.topology", "Too many: must have at most 1 item"
+        )
+    key = ""
+    if topology:
+        where, item = topology[0]
+        key = get_str(item, "key", where)
+        if not key:
+            raise required(f"{where}key")
+    priority, priority_class_name = _group_priority(spec)
+    return CompositePodGroup(
+        namespace=ns,
+        name=name,
+        uid=get_str(md, "uid", "metadata."),
+        creation_timestamp=parse_timestamp(
+            md.get("creationTimestamp"), "metadata.creationTimestamp"
+        ),
+        parent=get_str(spec, "parentCompositePodGroupName", "spec."),
+        workload=get_str(ref, "workloadName", "spec.workloadRef."),
+        template=get_str(ref, "templateName", "spec.workloadRef."),
+        gang=gang is not None,
+        min_group_count=count,
+        topology_key=key,
+        disruption_mode=_disruption_mode(spec, COMPOSITE_VERSION),
+        priority=priority,
+        priority_class_name=priority_class_name,
+        preemption_policy=_group_preemption_policy(spec, COMPOSITE_VERSION),
+        status=dict(get_map(obj, "status", "")),
+        raw=obj,
+        generation=get_int(md, "generation", "metadata.") or 0,
     )
 
 
@@ -1096,6 +1166,11 @@ def parse_pod_group(
     Kubernetes' own, scheduling.k8s.io v1beta1, v1alpha3 or v1alpha2 (by its
     apiVersion)."""
     return _guarded("PodGroup", obj, True, lambda o: _parse_pod_group(o, milli_resources))
+
+
+def parse_composite_pod_group(obj: Mapping[str, Any]) -> CompositePodGroup | InvalidObject:
+    """Kubernetes' CompositePodGroup, scheduling.k8s.io/v1alpha3."""
+    return _guarded("CompositePodGroup", obj, True, _parse_composite_pod_group)
 
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass | InvalidObject:

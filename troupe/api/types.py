@@ -46,6 +46,9 @@ LEGACY_POD_GROUP_LABEL: Final = "pod-group.scheduling.sigs.k8s.io"
 # 1.37 serves v1beta1 and v1alpha3 (both off by default) and no longer v1alpha2.
 NATIVE_POD_GROUP_API: Final = "scheduling.k8s.io"
 NATIVE_POD_GROUP_VERSIONS: Final = ("v1beta1", "v1alpha3", "v1alpha2")  # preferred first
+# CompositePodGroup is served in v1alpha3 only (Kubernetes 1.37, alpha); so is
+# PodGroup's spec.parentCompositePodGroupName.
+COMPOSITE_VERSION: Final = "v1alpha3"
 
 
 def pod_group_key(namespace: str, name: str, native: bool = False) -> GroupKey:
@@ -485,6 +488,9 @@ class PodGroup:
     # from a template, the claim made for the group (status.resourceClaimStatuses).
     resource_claims: tuple[PodResourceClaim, ...] = ()
     claim_statuses: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # v1alpha3's spec.parentCompositePodGroupName: the CompositePodGroup (same
+    # namespace) this group is a child of; "" for a root.
+    parent: str = ""
 
     @property
     def native(self) -> bool:
@@ -498,6 +504,51 @@ class PodGroup:
         """The group's priority as the Priority admission controller resolves it:
         spec.priority, else the named PriorityClass's value; None when the group
         sets neither (or names an unknown class): its pods' priorities apply."""
+        if self.priority is not None:
+            return self.priority
+        pc = classes.get(self.priority_class_name) if self.priority_class_name else None
+        return pc.value if pc is not None else None
+
+
+def composite_key(namespace: str, name: str) -> GroupKey:
+    """The key of a CompositePodGroup (its own kind: no PodGroup's key is one)."""
+    return GroupKey(f"{NATIVE_POD_GROUP_API}/CompositePodGroup/{namespace}/{name}")
+
+
+@dataclass(frozen=True, slots=True)
+class CompositePodGroup:
+    """Kubernetes 1.37's CompositePodGroup (scheduling.k8s.io/v1alpha3, alpha
+    behind the CompositePodGroup gate): a group of groups. Its children are the
+    PodGroups and CompositePodGroups of its namespace that name it as their
+    parent; with the gang policy at least `min_group_count` of them must be
+    schedulable together (basic: each on its own, `min_group_count` 1). Its
+    topology key, when set, keeps every pod of its subtree in one domain; with
+    disruption mode All its subtree is one preemption unit."""
+
+    namespace: str
+    name: str
+    uid: str
+    creation_timestamp: float
+    parent: str  # spec.parentCompositePodGroupName; "" for a root
+    workload: str  # spec.workloadRef.workloadName
+    template: str  # spec.workloadRef.templateName
+    gang: bool
+    min_group_count: int
+    topology_key: str  # spec.schedulingConstraints.topology[0].key; "" for none
+    disruption_mode: str
+    priority: int | None
+    priority_class_name: str
+    preemption_policy: str
+    status: Mapping[str, object]
+    raw: Mapping[str, object] = field(repr=False, compare=False, hash=False)
+    generation: int = 0
+
+    @property
+    def key(self) -> GroupKey:
+        return composite_key(self.namespace, self.name)
+
+    def resolved_priority(self, classes: Mapping[str, PriorityClass]) -> int | None:
+        """As PodGroup.resolved_priority."""
         if self.priority is not None:
             return self.priority
         pc = classes.get(self.priority_class_name) if self.priority_class_name else None

@@ -34,6 +34,7 @@ import numpy as np
 from troupe.api.types import (
     INT64_MAX,
     INT64_MIN,
+    CompositePodGroup,
     GroupKey,
     IsolatedCPU,
     LabelSelector,
@@ -44,6 +45,7 @@ from troupe.api.types import (
     PodKey,
     Requirement,
     Workload,
+    composite_key,
 )
 from troupe.core.clock import Clock
 from troupe.core.snapshot import (
@@ -101,6 +103,10 @@ class Cache:
         self._pending: dict[PodKey, Pod] = {}
         self._groups: dict[GroupKey, PodGroup] = {}
         self._invalid_groups: dict[GroupKey, str] = {}
+        # CompositePodGroups, and every composite's children (PodGroups and
+        # composites naming it as their parent) by the composite's key.
+        self._composites: dict[GroupKey, CompositePodGroup] = {}
+        self._children: dict[GroupKey, set[GroupKey]] = {}
         self._workloads: dict[tuple[str, str, str], Workload] = {}
         self._group_pods: dict[GroupKey, set[PodKey]] = {}
         self._dirty: set[int] = set()
@@ -352,22 +358,62 @@ class Cache:
             self.table.namespace_labels[name] = dict(labels)
 
     def add_pod_group(self, pg: PodGroup) -> None:
+        self._unlink(self._groups.get(pg.key))
         self._groups[pg.key] = pg
         self._invalid_groups.pop(pg.key, None)
+        self._link(pg)
 
     def update_pod_group(self, pg: PodGroup) -> None:
-        self._groups[pg.key] = pg
-        self._invalid_groups.pop(pg.key, None)
+        self.add_pod_group(pg)
 
     def remove_pod_group(self, key: GroupKey) -> None:
-        self._groups.pop(key, None)
+        self._unlink(self._groups.pop(key, None))
         self._invalid_groups.pop(key, None)
 
     def set_invalid_pod_group(self, key: GroupKey, message: str) -> None:
         """A PodGroup that exists but cannot be read: its members wait, and say why
-        (not "not found"). A readable version that was known is dropped."""
-        self._groups.pop(key, None)
+        (not "not found"). A readable version that was known is dropped. (Also
+        for a CompositePodGroup, by its key.)"""
+        self._unlink(self._groups.pop(key, None))
+        self._unlink(self._composites.pop(key, None))
         self._invalid_groups[key] = message
+
+    # ---- CompositePodGroups ------------------------------------------------------------
+
+    def add_composite(self, c: CompositePodGroup) -> None:
+        self._unlink(self._composites.get(c.key))
+        self._composites[c.key] = c
+        self._invalid_groups.pop(c.key, None)
+        self._link(c)
+
+    def remove_composite(self, key: GroupKey) -> None:
+        self._unlink(self._composites.pop(key, None))
+        self._invalid_groups.pop(key, None)
+
+    def composite(self, key: GroupKey) -> CompositePodGroup | None:
+        return self._composites.get(key)
+
+    def composites(self) -> list[CompositePodGroup]:
+        return list(self._composites.values())
+
+    def composite_children(self, key: GroupKey) -> list[GroupKey]:
+        """The keys of the PodGroups and CompositePodGroups whose parent is the
+        composite `key`, sorted."""
+        return sorted(self._children.get(key, ()))
+
+    def _link(self, g: PodGroup | CompositePodGroup) -> None:
+        if g.parent:
+            self._children.setdefault(composite_key(g.namespace, g.parent), set()).add(g.key)
+
+    def _unlink(self, g: PodGroup | CompositePodGroup | None) -> None:
+        if g is None or not g.parent:
+            return
+        parent = composite_key(g.namespace, g.parent)
+        children = self._children.get(parent)
+        if children is not None:
+            children.discard(g.key)
+            if not children:
+                del self._children[parent]
 
     def invalid_pod_group(self, key: GroupKey) -> str | None:
         """Why the PodGroup `key` is invalid (the field and the problem), if it is."""

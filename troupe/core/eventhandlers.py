@@ -18,6 +18,7 @@ from typing import Any
 from troupe.api.elasticquota import parse_elastic_quota
 from troupe.api.kinds import KINDS, Kind
 from troupe.api.parse import (
+    parse_composite_pod_group,
     parse_node,
     parse_pdb,
     parse_pod_group,
@@ -32,6 +33,7 @@ from troupe.api.types import (
     Node,
     Pod,
     PodKey,
+    composite_key,
     pod_group_key,
 )
 from troupe.core.context import (
@@ -394,6 +396,38 @@ class EventHandlers:
             if replace(old, status=pg.status) == pg:
                 return  # only the status changed (our own patch coming back)
         self.ctx.emit(ClusterEvent(EventResource.POD_GROUP, action), old, pg)
+        self.ctx.notify()
+
+    def on_composite_pod_group(self, obj: Mapping[str, Any], deleted: bool = False) -> None:
+        """A CompositePodGroup (scheduling.k8s.io/v1alpha3): kept in the cache
+        with its place in the tree; a change of its status alone (our own patch
+        coming back) is not an event."""
+        c = parse_composite_pod_group(obj)
+        if isinstance(c, InvalidObject):
+            key = composite_key(c.namespace, c.name)
+            old_c = self.cache.composite(key)
+            if deleted:
+                self.cache.remove_composite(key)
+                self.invalid.pop(c.key, None)
+            else:
+                self._report_invalid(c)
+                self.cache.set_invalid_pod_group(key, c.message)
+            if old_c is not None:
+                event = ClusterEvent(EventResource.COMPOSITE_POD_GROUP, ActionType.DELETE)
+                self.ctx.emit(event, old_c, None)
+            self.ctx.notify()
+            return
+        self.invalid.pop(f"{c.namespace}/{c.name}", None)
+        old = self.cache.composite(c.key)
+        if deleted:
+            self.cache.remove_composite(c.key)
+            action = ActionType.DELETE
+        else:
+            self.cache.add_composite(c)
+            action = ActionType.ADD if old is None else ActionType.UPDATE
+            if old is not None and replace(old, status=c.status) == c:
+                return  # only the status changed
+        self.ctx.emit(ClusterEvent(EventResource.COMPOSITE_POD_GROUP, action), old, c)
         self.ctx.notify()
 
     def _on_invalid_pod_group(self, bad: InvalidObject, deleted: bool, key: GroupKey) -> None:

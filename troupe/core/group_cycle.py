@@ -51,6 +51,7 @@ from troupe.core.topology import (
 )
 from troupe.framework.cycle_state import CycleState
 from troupe.framework.fit import FitError, NodeSubset, ScheduleResult
+from troupe.framework.group_tree import GroupTree
 from troupe.framework.interface import (
     GroupSchedulingPlugin,
     PreemptionCandidate,
@@ -120,22 +121,28 @@ class GroupCycle:
         self._skipped: dict[GroupKey, tuple[str, ...]] = {}
         self._sweep_at = _SWEEP_MIN
 
-    def wants(self, profile: Profile, qpi: QueuedPodInfo) -> PodGroup | None:
-        """The PodGroup whose group cycle this popped pod starts, if any: the
-        profile's GroupSchedulingPlugin (at Permit) names it (a gang not
-        admitted yet)."""
+    def wants(self, profile: Profile, qpi: QueuedPodInfo) -> PodGroup | GroupTree | None:
+        """The PodGroup (or tree of groups) whose group cycle this popped pod
+        starts, if any: the profile's GroupSchedulingPlugin (at Permit) names it
+        (a gang not admitted yet)."""
         plugin = profile.group_scheduling
         if qpi.pod.group_key is None or not self.ctx.config.troupe.group_cycle or plugin is None:
             return None
+        tree = plugin.tree_to_schedule(qpi.pod)
+        if tree is not None:
+            return tree
         return plugin.group_to_schedule(qpi.pod)
 
-    def schedule(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup) -> None:
+    def schedule(self, profile: Profile, first: QueuedPodInfo, pg: PodGroup | GroupTree) -> None:
         """Place the gang's queued pods together on the snapshot, each placement charged
         before the next is searched; commit them only if minMember fit, else hold nothing.
 
         The snapshot serves as the scratch copy: placements are charged into an
         overlay, undone before the real assumes, which then reach it through the cache.
         """
+        if isinstance(pg, GroupTree):
+            self._schedule_tree(profile, first, pg)
+            return
         ctx = self.ctx
         group = first.pod.group_key
         assert group is not None
@@ -221,6 +228,171 @@ class GroupCycle:
             )
             outcome = "error" if qpi.pod.key in errors else "unschedulable"
             self.failures.count_attempt(profile, outcome, trial.seconds.get(qpi.pod.key, 0.0))
+
+    # ---- trees of groups (CompositePodGroup) ------------------------------------------
+
+    def _schedule_tree(self, profile: Profile, first: QueuedPodInfo, tree: GroupTree) -> None:
+        """A gang of groups: the queued pods of every group of the tree placed
+        together, each group's and each composite's need counted bottom up, and
+        admitted only if the root's is met; a group or composite whose need is
+        not met holds nothing of what was placed for it, and its pods fail with
+        its message (the others are admitted without them). Each node of the
+        tree with a topology key is placed in one domain of its label: the
+        domains are tried in turn, the root's at most `topologyDomainsPerCycle`
+        per cycle (the next cycle goes on with the others). A gang of groups
+        does not preempt (yet)."""
+        ctx = self.ctx
+        self._sweep()
+        self._preemption_note = "not tried: a gang of groups (CompositePodGroup) does not preempt"
+        self._untried = ()
+        t0 = ctx.clock.now()
+        ctx.counters.group_attempts += 1
+        members = [first]
+        groups = [leaf.key for leaf in tree.leaves()]
+        others = [
+            p.key
+            for g in groups
+            for p in ctx.cache.pods_in_group(g)
+            if p.key != first.pod.key and p.key in ctx.queue
+        ]
+        taken = ctx.queue.take(others)
+        ctx.cycle_pods.extend(taken)
+        for q in taken:
+            if ctx.cache.pod(q.pod.key) is not None:
+                ctx.counters.dropped_known += 1
+                ctx.queue.done(q.pod.key)
+            else:
+                members.append(q)
+        by_group: dict[GroupKey, list[QueuedPodInfo]] = {}
+        for q in sorted(members, key=profile.sort_key):
+            by_group.setdefault(q.pod.group_key or GroupKey(""), []).append(q)
+        outer = self.enclosing(profile, first.pod, None)
+        if isinstance(outer, str):
+            self._unschedulable(profile, tree.key, members, outer, Trial())
+            return
+        snap = ctx.snapshot
+        undos: list[Callable[[], None]] = []
+        with snap.overlay() as placed:
+            try:
+                trial, ok, why, left = self._place_node(
+                    profile, tree, by_group, outer, placed, undos, root=True
+                )
+            finally:
+                for undo in reversed(undos):
+                    undo()
+        if ok:
+            self._admit(profile, tree.key, members, trial, t0)
+            return
+        self._unschedulable(profile, tree.key, members, why, trial, retry=left)
+
+    def _place_node(
+        self,
+        profile: Profile,
+        node: GroupTree,
+        by_group: dict[GroupKey, list[QueuedPodInfo]],
+        within: NodeSubset | None,
+        placed: Overlay,
+        undos: list[Callable[[], None]],
+        root: bool = False,
+    ) -> tuple[Trial, bool, str, bool]:
+        """Place `node`'s subtree (`within` those nodes) on the overlay: in one
+        domain of its topology key if it has one, the domains tried in turn
+        until one holds it. Returns the trial, whether the node's need is met,
+        why not, and (the root) whether domains are left for the next cycle."""
+        if not node.topology:
+            trial, ok, why = self._place_subtree(profile, node, by_group, within, placed, undos)
+            return trial, ok, why, False
+        snap = self.ctx.snapshot
+        keys = tuple(node.topology.split(","))
+        missing = [k for k in keys if label_missing(snap, k)]
+        if missing:
+            return Trial(), False, f"{node.label}: no node has the label {missing[0]!r}", False
+        try:
+            running = self.running_domain([t.key for t in node.leaves()], keys)
+        except TopologyError as e:
+            return Trial(), False, f"{node.label}: {e}", False
+        rows = snap.valid_rows() if within is None else within.rows
+        ds = DomainSet.build(snap, keys, rows)
+        pods = [q for t in node.leaves() for q in by_group.get(t.key, ())]
+        demand = Demand(tuple(sorted(self._cpu_memory(q.pod) for q in pods)))
+        gang = _gang(profile)
+        good, short = rank(snap, ds, demand, 1, gang.placement_weights())
+        candidates = [i for i in good + short if running is None or ds.values[i] == running]
+        left = False
+        if root:
+            order, _, n_left = self._next_domains(
+                node.key, node.topology, ds, candidates, gang.domains_per_cycle(), pods
+            )
+            left = n_left > 0
+        else:
+            order = candidates
+        best: tuple[Trial, str] | None = None
+        for i in order:
+            d = ds.domain(i)
+            trial, ok, why = self._place_subtree(profile, node, by_group, d.subset(), placed, undos)
+            self.ctx.metrics.topology_placements.inc()
+            if ok:
+                if root:
+                    self._rounds.pop(node.key, None)
+                    self.ctx.metrics.topology_placed.labels(node.topology).inc()
+                return trial, True, why, False
+            if best is None or len(trial.failures) > len(best[0].failures):
+                best = (
+                    trial,
+                    f"{node.label}: best {d.name}: {why.removeprefix(node.label + ': ')}",
+                )
+        if best is None:
+            where = "where the group runs" if running is not None else "with room"
+            return Trial(), False, f"{node.label}: no {node.topology} domain {where}", left
+        trial, why = best
+        return trial, False, why, left
+
+    def _place_subtree(
+        self,
+        profile: Profile,
+        node: GroupTree,
+        by_group: dict[GroupKey, list[QueuedPodInfo]],
+        within: NodeSubset | None,
+        placed: Overlay,
+        undos: list[Callable[[], None]],
+    ) -> tuple[Trial, bool, str]:
+        """`_place_node` within one domain (or none): a group's members in turn,
+        or a composite's children in turn. A node whose need is not met takes
+        back what it placed (the overlay's charges and the plugins') and lists
+        its pods as failures with its message."""
+        mark, undo_mark = placed.mark(), len(undos)
+        if node.group is not None:
+            trial = Trial()
+            self._place_each(profile, by_group.get(node.key, []), within, trial, placed, undos)
+            count = node.placed + len(trial.placements)
+            why = trial.failures[0][1].message if trial.failures else "not enough pods pending"
+            message = f"{node.label}: {count} of {node.need_name} {node.need} pods fit; {why}"
+        else:
+            trial, count, first_why = Trial(), 0, ""
+            for child in node.children:
+                sub, ok, why, _ = self._place_node(profile, child, by_group, within, placed, undos)
+                trial.placements += sub.placements
+                trial.failures += sub.failures
+                trial.seconds.update(sub.seconds)
+                if ok:
+                    count += 1
+                elif not first_why:
+                    first_why = why
+            message = f"{node.label}: {count} of {node.need_name} {node.need} groups fit" + (
+                f"; {first_why}" if first_why else ""
+            )
+        ok = count >= node.need
+        if not ok and trial.placements:
+            placed.rollback_to(mark)
+            taken_back, undos[undo_mark:] = undos[undo_mark:], []
+            for undo in reversed(taken_back):
+                undo()
+            gang = _gang(profile).NAME
+            trial.failures += [
+                (q, Status(Code.UNSCHEDULABLE, (message,), gang)) for q, _, _ in trial.placements
+            ]
+            trial.placements = []
+        return trial, ok, message
 
     # ---- topology ----------------------------------------------------------------------
 
@@ -562,25 +734,68 @@ class GroupCycle:
             return ds, keep, f"the group runs in {where}, where no node is left"
         return ds, keep, None
 
-    def running_domain(self, group: GroupKey, keys: tuple[str, ...]) -> tuple[str, ...] | None:
-        """The values of `keys` shared by the nodes of the group's placed members
-        (bound or assumed); None when none is placed. TopologyError when they
-        run in more than one domain or on a node without the labels (placed by
-        someone else): the group cannot be kept in one domain, and says so."""
+    def running_domain(
+        self, group: GroupKey | Sequence[GroupKey], keys: tuple[str, ...]
+    ) -> tuple[str, ...] | None:
+        """The values of `keys` shared by the nodes of the placed members (bound
+        or assumed) of the group (or of every group given); None when none is
+        placed. TopologyError when they run in more than one domain or on a node
+        without the labels (placed by someone else): the group cannot be kept
+        in one domain, and says so."""
         ctx = self.ctx
         nodes = []
-        for p in sorted(ctx.cache.pods_in_group(group), key=lambda p: p.key):
-            node = ctx.cache.pod_node(p.key)
-            if node and ctx.cache.pod(p.key) is not None:
-                nodes.append(node)
+        for g in [group] if isinstance(group, str) else group:
+            for p in sorted(ctx.cache.pods_in_group(g), key=lambda p: p.key):
+                node = ctx.cache.pod_node(p.key)
+                if node and ctx.cache.pod(p.key) is not None:
+                    nodes.append(node)
         return members_domain(ctx.snapshot, keys, nodes)
 
-    def within(self, pod: Pod) -> NodeSubset | str | None:
+    def within(self, pod: Pod, profile: Profile | None = None) -> NodeSubset | str | None:
         """For a pod of a group with required topology that is scheduled alone (a
         group of the basic policy, or a gang member after its gang was admitted):
         the nodes it may go to (its group's domain, or the nodes that have the
         labels before any member is placed), a message when the request is bad,
-        None when the pod has no such group."""
+        None when the pod has no such group. With `profile`, the domains of the
+        groups of groups above its group too (`enclosing`)."""
+        own = self._own_within(pod)
+        if profile is None or isinstance(own, str):
+            return own
+        return self.enclosing(profile, pod, own)
+
+    def enclosing(
+        self, profile: Profile, pod: Pod, within: NodeSubset | None
+    ) -> NodeSubset | str | None:
+        """`within` narrowed to the domain of each group of groups above the
+        pod's group that sets a topology key (where its subtree runs, or the
+        nodes that have the label before any of its pods is placed)."""
+        plugin = profile.group_scheduling
+        if plugin is None or pod.group_key is None:
+            return within
+        for tree in plugin.enclosing_trees(pod):
+            keys = (tree.topology,)
+            if label_missing(self.ctx.snapshot, tree.topology):
+                return f"{tree.label}: no node has the label {tree.topology!r}"
+            try:
+                running = self.running_domain([t.key for t in tree.leaves()], keys)
+            except TopologyError as e:
+                return f"{tree.label}: {e}"
+            within = _narrow(within, self._domain_subset(keys, running, tree.topology))
+        return within
+
+    def _domain_subset(
+        self, keys: tuple[str, ...], running: tuple[str, ...] | None, level: str
+    ) -> NodeSubset:
+        snap = self.ctx.snapshot
+        ds = DomainSet.build(snap, keys, snap.valid_rows())
+        if running is None:
+            return NodeSubset(np.sort(ds.rows), f"node(s) without the label(s) {level}")
+        for i, v in enumerate(ds.values):
+            if v == running:
+                return ds.domain(i).subset()
+        return NodeSubset(_NO_ROWS, f"node(s) outside {level} the group runs in")
+
+    def _own_within(self, pod: Pod) -> NodeSubset | str | None:
         group = pod.group_key
         if group is None:
             return None
@@ -596,19 +811,11 @@ class GroupCycle:
         problem = self._check(spec)
         if problem is not None:
             return f'PodGroup "{group}": {problem}'
-        snap = self.ctx.snapshot
         try:
             running = self.running_domain(group, spec.required)
         except TopologyError as e:
             return f'PodGroup "{group}": {e}'
-        level = ",".join(spec.required)
-        ds = DomainSet.build(snap, spec.required, snap.valid_rows())
-        if running is None:
-            return NodeSubset(np.sort(ds.rows), f"node(s) without the label(s) {level}")
-        for i, v in enumerate(ds.values):
-            if v == running:
-                return ds.domain(i).subset()
-        return NodeSubset(_NO_ROWS, f"node(s) outside {level} the group runs in")
+        return self._domain_subset(spec.required, running, ",".join(spec.required))
 
     async def _record(
         self, ref: ObjectRef, kind: str, reason: str, message: str, action: str
@@ -849,6 +1056,14 @@ class GroupCycle:
             )
         except Exception as e:
             log.warning("could not record the Preempted event of %s: %s", ref.name, e)
+
+
+def _narrow(within: NodeSubset | None, subset: NodeSubset) -> NodeSubset:
+    """The nodes of both (the narrower's reason for those outside)."""
+    if within is None:
+        return subset
+    rows = np.intersect1d(within.rows, subset.rows, assume_unique=True)
+    return NodeSubset(rows, subset.reason if len(rows) < len(within.rows) else within.reason)
 
 
 def _gang(profile: Profile) -> GroupSchedulingPlugin:

@@ -189,6 +189,7 @@ class Scheduler:
         self.on_pod = ev.on_pod
         self.on_node = ev.on_node
         self.on_pod_group = ev.on_pod_group
+        self.on_composite_pod_group = ev.on_composite_pod_group
         self.on_priority_class = ev.on_priority_class
         self.on_workload = ev.on_workload
         self.on_pdb = ev.on_pdb
@@ -324,7 +325,7 @@ class Scheduler:
             return
         # A pod of a group with required topology scheduled alone goes where its
         # group runs (or to nodes that have the labels, before any member runs).
-        within = self.groups.within(qpi.pod) if qpi.pod.group_key is not None else None
+        within = self.groups.within(qpi.pod, profile) if qpi.pod.group_key is not None else None
         if isinstance(within, str):
             gang = profile.group_scheduling
             rejector = gang.NAME if gang is not None else ""

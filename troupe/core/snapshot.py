@@ -659,7 +659,16 @@ class Overlay:
         self._undo.append((row, pod, charge, +1))
 
     def rollback(self) -> None:
-        undo, self._undo = self._undo, []
+        self.rollback_to(0)
+
+    def mark(self) -> int:
+        """A point to roll back to (`rollback_to`): what is charged so far stays."""
+        return len(self._undo)
+
+    def rollback_to(self, mark: int) -> None:
+        """Undo the charges made since `mark`."""
+        undo = self._undo[mark:]
+        del self._undo[mark:]
         for row, pod, charge, sign in reversed(undo):
             self._table.charge(row, pod, charge, sign)
 

@@ -18,6 +18,7 @@ class EventResource(enum.StrEnum):
     UNSCHEDULED_POD = "UnscheduledPod"
     NODE = "Node"
     POD_GROUP = "PodGroup"
+    COMPOSITE_POD_GROUP = "CompositePodGroup"
     PRIORITY_CLASS = "PriorityClass"
     PERSISTENT_VOLUME = "PersistentVolume"
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from troupe.api.elasticquota import ElasticQuota
 from troupe.api.types import (
+    CompositePodGroup,
     GroupKey,
     IsolatedCPU,
     LabelSelector,
@@ -55,6 +56,14 @@ class ClusterLister(Protocol):
 
     def pods_in_group(self, key: GroupKey) -> Iterable[Pod]:
         """Every known pod (pending, assumed or bound) that belongs to the group."""
+        ...
+
+    def composite(self, key: GroupKey) -> CompositePodGroup | None:
+        """The CompositePodGroup `key` (troupe.api.types.composite_key)."""
+        ...
+
+    def composite_children(self, key: GroupKey) -> list[GroupKey]:
+        """The keys of the PodGroups and CompositePodGroups whose parent is `key`."""
         ...
 
     def pod(self, key: PodKey) -> Pod | None: ...

@@ -30,6 +30,7 @@ from troupe.framework.events import (
 )
 from troupe.framework.filtering import FilterResult, FilterRunner
 from troupe.framework.fit import NodeSubset
+from troupe.framework.group_tree import GroupTree
 from troupe.framework.status import Status
 
 if TYPE_CHECKING:
@@ -224,6 +225,18 @@ class GroupSchedulingPlugin(Plugin, Protocol):
     def group_to_schedule(self, pod: Pod) -> PodGroup | None:
         """The group whose group cycle `pod` starts: its PodGroup if that is a
         gang with fewer than `min_count` members placed, else None."""
+        ...
+
+    def tree_to_schedule(self, pod: Pod) -> GroupTree | None:
+        """The tree of groups whose group cycle `pod` starts instead (a gang of
+        groups, CompositePodGroup): the topmost gang composite above the pod's
+        PodGroup while it is not satisfied; None otherwise."""
+        ...
+
+    def enclosing_trees(self, pod: Pod) -> Sequence[GroupTree]:
+        """The groups of groups above the pod's PodGroup that keep their
+        subtree in one topology domain, each as its tree (the pod, scheduled
+        alone, goes where its subtree runs)."""
         ...
 
     def min_count(self, pg: PodGroup) -> int:

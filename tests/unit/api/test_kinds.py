@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from apiserver.resources import (
     BUILTIN,
+    COMPOSITE_PODGROUPS,
     ELASTICQUOTA,
     NATIVE_PODGROUP_VERSIONS,
     PODGROUP,
@@ -71,6 +72,7 @@ def test_the_embedded_api_server_serves_every_watched_kind() -> None:
     added to the table is served by apiserver/ too (one version suffices)."""
     served = {r.key for r in (*BUILTIN, PODGROUP, ELASTICQUOTA)}
     served |= {native_podgroups(v).key for v in NATIVE_PODGROUP_VERSIONS}
+    served.add(COMPOSITE_PODGROUPS.key)
     for k in KINDS:
         if k.watched:
             assert any((k.group, v, k.plural) in served for v in k.versions), k.kind

@@ -2,7 +2,8 @@
 victims: a pod never evicts a member of its own group; a running gang is never
 left below minMember (a member goes only if its gang keeps its quorum without
 the members taken with it); a native group whose disruptionMode is All is one
-preemption unit (`units.Units`): it goes whole, every placed member on every
+preemption unit (`units.Units`; so is a CompositePodGroup's subtree whose
+disruptionMode is All, with the gate on): it goes whole, every placed member on every
 node, for a lone pod as for a gang, and only for a preemptor of higher
 priority than the unit's; a gang preemptor may take a lower gang whole
 (`expand_gangs`), and not at all if one of its placed members has the
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-from troupe.api.types import DISRUPTION_ALL, Pod, PodKey
+from troupe.api.types import Pod, PodKey
 from troupe.framework.handle import ClusterLister
 from troupe.framework.preemption.units import Units
 
@@ -53,9 +54,10 @@ def gang_safe_victims(
         if pg is None:
             keep.add(g)
             continue
-        if pg.disruption_mode == DISRUPTION_ALL:  # one unit: whole or not at all
-            if units.unit_priority(g) < pod.priority or (
-                outranks is not None and all(outranks(m) for m in units.members(g))
+        unit = units.whole_unit(g)
+        if unit is not None:  # one unit: whole or not at all
+            if units.unit_priority(unit) < pod.priority or (
+                outranks is not None and all(outranks(m) for m in units.members(unit))
             ):
                 keep.add(g)
             continue
@@ -101,10 +103,12 @@ def expand_gangs(
     gone = set(taken) | out.keys()
     for g in {p.group_key for p in out.values() if p.group_key is not None}:
         pg = lister.pod_group(g)
-        if pg is not None and pg.disruption_mode == DISRUPTION_ALL:
-            if units.unit_priority(g) >= priority and not all(lower(q) for q in units.members(g)):
+        unit = units.whole_unit(g) if pg is not None else None
+        if unit is not None:
+            members = units.members(unit)
+            if units.unit_priority(unit) >= priority and not all(lower(q) for q in members):
                 return None
-            for member in units.members(g):
+            for member in members:
                 out.setdefault(member.key, member)
             continue
         placed = [

@@ -24,6 +24,7 @@ from typing import Any, Final, Self
 from troupe.api.types import (
     MAX_DURATION_SECONDS,
     NATIVE_POD_GROUP_API,
+    CompositePodGroup,
     GroupKey,
     NodeName,
     Pod,
@@ -40,6 +41,7 @@ from troupe.framework.events import (
     EventResource,
     QueueingHint,
 )
+from troupe.framework.group_tree import GroupTree
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
     EnqueueExtensions,
@@ -57,6 +59,7 @@ from troupe.framework.interface import (
     ReservePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
+from troupe.plugins.coscheduling.composite import Composites
 from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager, min_field
 from troupe.plugins.coscheduling.status import PodGroupStatusTracker, native_phase
 
@@ -101,6 +104,12 @@ class Coscheduling(
         self.handle = handle
         self.args = args
         self.manager = PodGroupManager(handle, args)
+        # CompositePodGroups, with the CompositePodGroup gate on.
+        self.composites = (
+            Composites(handle.lister, self.manager.placed)
+            if handle.features.composite_pod_group
+            else None
+        )
         self.status = PodGroupStatusTracker(
             handle, args.status_coalesce_seconds, self.manager.schedule_start
         )
@@ -149,7 +158,13 @@ class Coscheduling(
     # ---- PreEnqueue / PreFilter -----------------------------------------------------
 
     def pre_enqueue(self, pod: Pod) -> Status:
-        return self.manager.check_group(pod)
+        st = self.manager.check_group(pod)
+        if st.is_success and self.composites is not None:
+            _, pg = self.manager.group(pod)
+            problem = self.composites.problem(pg) if pg is not None and pg.parent else None
+            if problem is not None:
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem,), NAME)
+        return st
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
@@ -231,6 +246,39 @@ class Coscheduling(
             return None  # admitted: minMember already bound or assumed
         return pg
 
+    def tree_to_schedule(self, pod: Pod) -> GroupTree | None:
+        """With the CompositePodGroup gate on, for a pod whose PodGroup has a
+        parent: the topmost gang composite above it while that is not satisfied;
+        else its own gang PodGroup while that is not, as a tree of one group (so
+        that the composites above keep it in their domains)."""
+        c = self.composites
+        if c is None:
+            return None
+        _, pg = self.manager.group(pod)
+        if pg is None or not pg.parent:
+            return None
+        chain, problem = c.chain(pg)
+        if problem is not None:
+            return None  # PreEnqueue keeps its pods waiting, saying why
+        root = c.gang_root(chain)
+        if root is not None:
+            tree = c.tree(root)
+            if not tree.satisfied:
+                return tree
+        if pg.gang and self.manager.placed(pg.key) < pg.min_member:
+            return c.leaf(pg)
+        return None
+
+    def enclosing_trees(self, pod: Pod) -> Sequence[GroupTree]:
+        c = self.composites
+        if c is None:
+            return ()
+        _, pg = self.manager.group(pod)
+        if pg is None or not pg.parent:
+            return ()
+        chain, _ = c.chain(pg)
+        return [c.tree(x) for x in chain if x.topology_key]
+
     def min_count(self, pg: PodGroup) -> int:
         return pg.min_member
 
@@ -257,21 +305,51 @@ class Coscheduling(
 
     # ---- queueing hints -----------------------------------------------------------------
 
+    def _same_tree(self, pod: Pod, other: GroupKey) -> bool:
+        """Whether `other` is a group of the tree of groups `pod`'s group is in
+        (a sibling's pods may complete the tree's gang)."""
+        c = self.composites
+        if c is None or pod.group_key is None:
+            return False
+        a, b = self.handle.lister.pod_group(pod.group_key), self.handle.lister.pod_group(other)
+        if a is None or b is None or not a.parent or not b.parent or a.namespace != b.namespace:
+            return False
+        top_a, top_b = c.chain(a)[0], c.chain(b)[0]
+        return bool(top_a) and bool(top_b) and top_a[-1].key == top_b[-1].key
+
     def events_to_register(self) -> Sequence[ClusterEventWithHint]:
         def same_group(pod: Pod, old: Any, new: Any) -> QueueingHint:
             obj = new if new is not None else old
             if (
                 isinstance(obj, Pod)
                 and obj.group_key is not None
-                and obj.group_key == pod.group_key
+                and (obj.group_key == pod.group_key or self._same_tree(pod, obj.group_key))
             ):
                 return QueueingHint.QUEUE
-            if isinstance(obj, PodGroup) and obj.key == pod.group_key:
+            if isinstance(obj, PodGroup) and (
+                obj.key == pod.group_key or self._same_tree(pod, obj.key)
+            ):
+                return QueueingHint.QUEUE
+            return QueueingHint.SKIP
+
+        def same_namespace_tree(pod: Pod, old: Any, new: Any) -> QueueingHint:
+            obj = new if new is not None else old
+            _, pg = self.manager.group(pod)
+            if (
+                isinstance(obj, CompositePodGroup)
+                and pg is not None
+                and pg.parent
+                and pg.namespace == obj.namespace
+            ):
                 return QueueingHint.QUEUE
             return QueueingHint.SKIP
 
         return [
             ClusterEventWithHint(ClusterEvent(EventResource.POD_GROUP, ActionType.ALL), same_group),
+            ClusterEventWithHint(
+                ClusterEvent(EventResource.COMPOSITE_POD_GROUP, ActionType.ALL),
+                same_namespace_tree,
+            ),
             ClusterEventWithHint(
                 ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD | ActionType.UPDATE),
                 same_group,
