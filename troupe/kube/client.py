@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -34,6 +35,7 @@ from troupe.api import jsonio
 from troupe.api.elasticquota import ELASTIC_QUOTA_GROUP, ELASTIC_QUOTA_VERSION
 from troupe.api.kinds import POD_GROUP_GROUP, POD_GROUP_VERSION
 from troupe.api.types import (
+    COMPOSITE_VERSION,
     NATIVE_POD_GROUP_API,
     NATIVE_POD_GROUP_VERSIONS,
     NodeName,
@@ -62,9 +64,14 @@ def _split(key: str) -> tuple[str, str]:
     return ns, name
 
 
+# What a path segment may hold unescaped: every valid object name and namespace.
+_PLAIN_SEGMENT: Final = re.compile(r"[a-z0-9][a-z0-9.-]*")
+
+
 def _seg(s: str) -> str:
-    """A path segment, escaped as the generated API escapes path parameters."""
-    return quote(s, safe="")
+    """A path segment, escaped as the generated API escapes path parameters
+    (a DNS name, as object names are, needs no escaping: returned as is)."""
+    return s if _PLAIN_SEGMENT.fullmatch(s) else quote(s, safe="")
 
 
 def _now_rfc3339() -> str:
@@ -210,6 +217,24 @@ class KubeClient:
             fence=self.fence,
             content_type=MERGE_PATCH,
             key=group,
+        )
+
+    async def patch_composite_pod_group_status(
+        self, key: str, status: Mapping[str, Any]
+    ) -> None:
+        ns, _, name = key.removeprefix(f"{NATIVE_POD_GROUP_API}/CompositePodGroup/").partition("/")
+        path = (
+            f"/apis/{NATIVE_POD_GROUP_API}/{COMPOSITE_VERSION}/namespaces/{_seg(ns)}"
+            f"/compositepodgroups/{_seg(name)}/status"
+        )
+        await self.writes.send(
+            f"patch CompositePodGroup {ns}/{name} status",
+            "PATCH",
+            path,
+            {"status": dict(status)},
+            fence=self.fence,
+            content_type=MERGE_PATCH,
+            key=key,
         )
 
     async def patch_elastic_quota_status(self, key: str, status: Mapping[str, Any]) -> None:

@@ -19,14 +19,15 @@ token is renewed there).
 from __future__ import annotations
 
 import asyncio
-import functools
+import collections
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final
 
 import aiohttp
 import yarl
+from multidict import CIMultiDict
 
 from troupe.api import jsonio
 from troupe.core.cluster import Conflict, NotLeader
@@ -35,7 +36,6 @@ from troupe.kube.errors import ApiError, describe, error_of
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 # (connect, read) seconds of every request but lists and the Lease's.
 DEFAULT_TIMEOUT: Final = (5.0, 30.0)
 # (connect, read) seconds of a list's page (the reflectors' lane).
@@ -61,12 +61,18 @@ class TokenBucket:
         self.tokens = min(self.burst, self.tokens + (t - self.last) * self.qps)
         self.last = t
 
-    async def take(self) -> None:
-        if not self._lock.locked():  # nobody waits: no need to queue
+    def try_take(self) -> bool:
+        """Take a token now if one is there and nobody waits for one."""
+        if not self._lock.locked():
             self._refill()
             if self.tokens >= 1:
                 self.tokens -= 1
-                return
+                return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():  # nobody waits: no need to queue
+            return
         async with self._lock:
             while True:
                 self._refill()
@@ -76,12 +82,53 @@ class TokenBucket:
                 await asyncio.sleep((1 - self.tokens) / self.qps)
 
 
+class _Slots:
+    """At most `n` requests at once, the others waiting in order: an
+    asyncio.Semaphore whose uncontended path is a counter, not two coroutines
+    (`take` is a plain function; only a request that finds no slot awaits)."""
+
+    __slots__ = ("_waiters", "free")
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def take(self) -> bool:
+        """Take a slot if one is free and nobody waits for it."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def wait(self) -> None:
+        """Wait for a slot (after `take` failed); `release` hands it over."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed a slot, but cancelled before using it
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():  # a cancelled waiter is skipped
+                fut.set_result(None)
+                return
+        self.free += 1
+
+
 class Http:
     """Requests to the API server over at most `limit` connections, each
     carrying `user_agent` and the connection's credentials.
 
     The session is made on the first request, on the loop that makes it (an
-    aiohttp session belongs to one loop), and closed by `close()`.
+    aiohttp session belongs to one loop), and closed by `close()`. What is the
+    same for every request is made once: the session's default headers
+    (User-Agent, Accept), the Content-Type and Authorization headers per
+    (content type, token), the server's URL that each path joins.
     """
 
     def __init__(self, conn: Connection, *, limit: int, user_agent: str) -> None:
@@ -92,7 +139,17 @@ class Http:
         # Requests beyond `limit` wait here rather than in aiohttp's connector:
         # its wait for a free connection (a future per waiter and retries of
         # the pool) cost binds, hundreds in flight, more than the request.
-        self._slots: asyncio.Semaphore | None = None
+        self._slots: _Slots | None = None
+        self._headers: dict[tuple[str | None, str | None], CIMultiDict[str] | None] = {}
+        base = yarl.URL(conn.host, encoded=True)
+        # A path is joined to the server's URL by `with_path` (no parse of the
+        # whole URL), unless it has a query or the server's URL has a path.
+        self._base = base if base.raw_path in ("", "/") and not base.raw_query_string else None
+        self._proxy: dict[str, Any] = (
+            {"proxy": conn.proxy, "proxy_headers": conn.proxy_headers} if conn.proxy else {}
+        )
+        if conn.server_hostname is not None:
+            self._proxy["server_hostname"] = conn.server_hostname
 
     def _open(self) -> aiohttp.ClientSession:
         s = self._session
@@ -100,25 +157,42 @@ class Http:
             s = self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.limit, ssl=self.conn.ssl),
                 cookie_jar=aiohttp.DummyCookieJar(),
+                headers={"User-Agent": self.user_agent, "Accept": JSON},
                 trust_env=False,
             )
         return s
 
-    def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"User-Agent": self.user_agent, "Accept": JSON}
+    def _request_headers(self, content_type: str | None) -> CIMultiDict[str] | None:
+        """Content-Type and Authorization (asked of the connection each time: a
+        token may have been renewed), made once per pair; aiohttp copies them."""
+        auth = self.conn.authorization()
+        key = (content_type, auth)
+        try:
+            return self._headers[key]
+        except KeyError:
+            pass
+        headers: CIMultiDict[str] = CIMultiDict()
         if content_type is not None:
             headers["Content-Type"] = content_type
-        auth = self.conn.authorization()
         if auth:
             headers["Authorization"] = auth
-        return headers
+        if len(self._headers) >= 16:  # tokens renewed many times: start over
+            self._headers.clear()
+        self._headers[key] = out = headers or None
+        return out
+
+    def _url(self, path: str) -> yarl.URL:
+        base = self._base
+        if base is None or "?" in path:
+            return yarl.URL(self.conn.host + path, encoded=True)
+        return base.with_path(path, encoded=True)
 
     async def request(
         self,
         method: str,
         path: str,
         body: bytes | None,
-        timeout: tuple[float, float],
+        timeout: aiohttp.ClientTimeout,
         *,
         content_type: str = JSON,
         key: str = "",
@@ -129,26 +203,24 @@ class Http:
         `error_of` maps it to (about `key`), a TLS failure ApiError(0)."""
         slots = self._slots
         if slots is None:
-            slots = self._slots = asyncio.Semaphore(self.limit)
-        conn = self.conn
+            slots = self._slots = _Slots(self.limit)
+        if not slots.take():
+            await slots.wait()
         try:
-            async with (
-                slots,
-                self._open().request(
-                    method,
-                    yarl.URL(conn.host + path, encoded=True),
-                    data=body,
-                    headers=self._headers(content_type if body is not None else None),
-                    timeout=_client_timeout(timeout),
-                    proxy=conn.proxy,
-                    proxy_headers=conn.proxy_headers,
-                    server_hostname=conn.server_hostname,
-                ) as r,
-            ):
+            async with self._open().request(
+                method,
+                self._url(path),
+                data=body,
+                headers=self._request_headers(content_type if body is not None else None),
+                timeout=timeout,
+                **self._proxy,
+            ) as r:
                 data = await r.read()
                 status, reason = r.status, r.reason
         except aiohttp.ClientSSLError as e:  # a bad certificate is not transient
             raise _tls_error(e) from None
+        finally:
+            slots.release()
         if not 200 <= status <= 299:
             raise error_of(status, reason, data, key or path, conflict)
         return data
@@ -158,15 +230,12 @@ class Http:
         ends it; a stream silent for longer than `timeout` (plus a margin)
         breaks with TimeoutError. Not counted against `limit`: a stream holds
         its connection for minutes."""
-        conn = self.conn
         try:
             async with self._open().get(
-                yarl.URL(conn.host + path, encoded=True),
-                headers=self._headers(None),
+                self._url(path),
+                headers=self._request_headers(None),
                 timeout=aiohttp.ClientTimeout(sock_connect=10.0, sock_read=timeout + 30.0),
-                proxy=conn.proxy,
-                proxy_headers=conn.proxy_headers,
-                server_hostname=conn.server_hostname,
+                **self._proxy,
             ) as r:
                 if r.status != 200:
                     raise error_of(r.status, r.reason, await r.read(), path)
@@ -189,9 +258,8 @@ def _tls_error(e: aiohttp.ClientSSLError) -> ApiError:
     return ApiError(0, describe(0, f"{type(e).__name__}\n{e}", b""))
 
 
-@functools.lru_cache(maxsize=8)
 def _client_timeout(timeout: tuple[float, float]) -> aiohttp.ClientTimeout:
-    """(connect, read) seconds as aiohttp's timeout, made once per pair."""
+    """(connect, read) seconds as aiohttp's timeout."""
     return aiohttp.ClientTimeout(sock_connect=timeout[0], sock_read=timeout[1])
 
 
@@ -217,6 +285,16 @@ class Lane:
         self.retries = retries
         self.backoff = backoff
 
+    @property
+    def timeout(self) -> tuple[float, float]:
+        """(connect, read) seconds of each request."""
+        return self._timeout
+
+    @timeout.setter
+    def timeout(self, timeout: tuple[float, float]) -> None:
+        self._timeout = timeout
+        self._client_timeout = _client_timeout(timeout)
+
     async def send(
         self,
         what: str,
@@ -229,30 +307,44 @@ class Lane:
         key: str = "",
         conflict: type[Conflict] = Conflict,
     ) -> bytes:
-        """One request, rate-limited, retrying transient failures; the answer's
-        body. With a `fence`, the request is not sent (NotLeader) unless
-        `fence()` holds at the moment it would leave. Errors are typed about
-        `key` (see `Http.request`)."""
+        """One request, rate-limited, retrying transient failures (429, 5xx,
+        connection failures) with backoff; the answer's body. With a `fence`,
+        the request is not sent (NotLeader) unless `fence()` holds at the
+        moment it would leave. Errors are typed about `key` (see
+        `Http.request`)."""
         # A Mapping that is not a dict is copied: the encoder takes dicts only.
         data = (
             None if body is None else jsonio.dumps(body if isinstance(body, dict) else dict(body))
         )
-        http, timeout = self.http, self.timeout
-
-        async def attempt() -> bytes:
+        http, limiter = self.http, self.limiter
+        delay = self.backoff
+        n = 0
+        while True:
+            if limiter is not None and not limiter.try_take():
+                await limiter.take()
             if fence is not None and not fence():
                 raise NotLeader(f"{what}: not sent, this replica no longer leads")
-            return await http.request(
-                method,
-                path,
-                data,
-                timeout,
-                content_type=content_type,
-                key=key or what,
-                conflict=conflict,
-            )
-
-        return await self._retrying(what, attempt)
+            try:
+                return await http.request(
+                    method,
+                    path,
+                    data,
+                    self._client_timeout,
+                    content_type=content_type,
+                    key=key or what,
+                    conflict=conflict,
+                )
+            except ApiError as e:
+                if not e.retriable or n == self.retries:
+                    raise
+                log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
+            except (OSError, TimeoutError, aiohttp.ClientError) as e:
+                if n == self.retries:
+                    raise
+                log.warning("%s: %s, retrying in %.1fs", what, e or type(e).__name__, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+            n += 1
 
     async def get(self, what: str, path: str, *, key: str = "") -> Any:
         """GET a JSON document (decoded; `{}` for an empty answer)."""
@@ -267,25 +359,6 @@ class Lane:
         """A watch stream's lines (the reflectors' `WatchHttp`), not retried:
         the reflector resumes it."""
         return self.http.watch_lines(path, timeout)
-
-    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        delay = self.backoff
-        for n in range(self.retries + 1):
-            if self.limiter is not None:
-                await self.limiter.take()
-            try:
-                return await attempt()
-            except ApiError as e:
-                if not e.retriable or n == self.retries:
-                    raise
-                log.warning("%s: HTTP %s, retrying in %.1fs", what, e.status, delay)
-            except (OSError, TimeoutError, aiohttp.ClientError) as e:
-                if n == self.retries:
-                    raise
-                log.warning("%s: %s, retrying in %.1fs", what, e or type(e).__name__, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
-        raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
         """Close the lane's connections (on the loop that made the requests)."""
