@@ -148,44 +148,40 @@ class EventRecorder:
         self._buckets: OrderedDict[tuple[str, ...], _Bucket] = OrderedDict()
         self.dropped = 0
 
-    def _allow(self, obj: ObjectRef) -> bool:
-        key = (obj.kind, obj.namespace, obj.name, obj.uid, obj.api_version)
-        t = self.now()
-        b = self._buckets.get(key)
+    def _allow(self, obj_key: tuple[str, ...], t: float) -> bool:
+        b = self._buckets.get(obj_key)
         if b is None:
-            b = _Bucket(float(self.burst), t)
-            self._buckets[key] = b
+            b = self._buckets[obj_key] = _Bucket(float(self.burst), t)
+            if len(self._buckets) > MAX_LRU_CACHE_ENTRIES:
+                _trim(self._buckets)
         else:
-            self._buckets.move_to_end(key)
+            self._buckets.move_to_end(obj_key)
         b.tokens = min(float(self.burst), b.tokens + (t - b.last) * self.qps)
         b.last = t
-        _trim(self._buckets)
         if b.tokens < 1.0:
             return False
         b.tokens -= 1.0
         return True
 
-    def _aggregate(self, obj: ObjectRef, event_type: str, reason: str, message: str) -> str:
-        key = (obj.kind, obj.namespace, obj.name, obj.uid, obj.api_version, event_type, reason)
-        t = self.now()
+    def _aggregate(self, key: tuple[str, ...], message: str, t: float) -> str:
         sim = self._similar.get(key)
         if sim is None or t - sim.last > self.aggregate_interval:
-            sim = _Similar(set(), t)
-            self._similar[key] = sim
+            sim = self._similar[key] = _Similar(set(), t)
+            if len(self._similar) > MAX_LRU_CACHE_ENTRIES:
+                _trim(self._similar)
         else:
             self._similar.move_to_end(key)
         sim.messages.add(message)
         sim.last = t
-        _trim(self._similar)
         if len(sim.messages) >= self.aggregate_max:
             return COMBINED_PREFIX + message
         return message
 
-    def _name(self, obj: ObjectRef) -> str:
+    def _name(self, obj: ObjectRef, wall: float) -> str:
         if self._suffix is not None:
             return f"{obj.name}.{self._suffix()}"
         self._seq += 1
-        return f"{obj.name}.{int(self.wall() * 1e9) + self._seq:x}"
+        return f"{obj.name}.{int(wall * 1e9) + self._seq:x}"
 
     def record(
         self,
@@ -196,22 +192,18 @@ class EventRecorder:
         action: str = "",
     ) -> Create | Patch | None:
         """What to write for one occurrence, or None if the spam filter drops it."""
-        if not self._allow(obj):
+        # The keys of client-go's spam filter (the object), aggregator (+ type,
+        # reason) and dedup (source + those + message), built once.
+        obj_key = (obj.kind, obj.namespace, obj.name, obj.uid, obj.api_version)
+        t = self.now()
+        if not self._allow(obj_key, t):
             self.dropped += 1
             return None
-        message = self._aggregate(obj, event_type, reason, message)
-        key = (
-            self.component,
-            obj.kind,
-            obj.namespace,
-            obj.name,
-            obj.uid,
-            obj.api_version,
-            event_type,
-            reason,
-            message,
-        )
-        stamp = rfc3339(self.wall())
+        similar_key = (*obj_key, event_type, reason)
+        message = self._aggregate(similar_key, message, t)
+        key = (self.component, *similar_key, message)
+        wall = self.wall()
+        stamp = rfc3339(wall)
         seen = self._seen.get(key)
         if seen is not None:
             self._seen.move_to_end(key)
@@ -222,9 +214,10 @@ class EventRecorder:
                 {"count": seen.count, "lastTimestamp": stamp, "message": message},
                 key,
             )
-        name = self._name(obj)
+        name = self._name(obj, wall)
         self._seen[key] = _Seen(name, 1, stamp)
-        _trim(self._seen)
+        if len(self._seen) > MAX_LRU_CACHE_ENTRIES:
+            _trim(self._seen)
         body: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Event",
