@@ -12,6 +12,14 @@ editable install would otherwise compile every module in every run: ~0.3 s).
 
     python -m bench.simulate_bench [--runs 2] [--format yaml --format json ...]
 
+Side by side: `--tree DIR` (twice or more) runs `python -m troupe.cli` from
+each tree in turn, run after run (a, b, c, a, b, c...: interleaved, so that
+the machine's load falls on all alike), with this Python, and prints every run:
+its tree, the load average when it started, wall and CPU time, pods per second
+of wall time and per CPU second, and whether its output is the first tree's,
+byte for byte. Old checkouts are `git worktree add`ed first; give each one
+bytecode (`python -m compileall -q troupe` in it), as `make bench` does.
+
 A third input, `yaml+text`, is the same cluster with pending pods that carry long
 text kubectl folds over lines (sim_input.with_text): it times that path of the
 YAML reader; the 1000 pods/s target is for the first two.
@@ -59,24 +67,32 @@ def input_files(nodes: int, running: int, pending: int) -> dict[str, list[Path]]
 
 
 def run_once(
-    files: list[Path], output: str, timings: bool = True, command: str | None = None
+    files: list[Path],
+    output: str,
+    timings: bool = True,
+    command: str | None = None,
+    tree: Path | None = None,
 ) -> dict[str, Any]:
+    """One `troupe simulate` process (from `tree` if given); its figures, and
+    the sha256 of what it printed on stdout."""
     troupe = shlex.split(command) if command else [sys.executable, "-m", "troupe.cli"]
     cmd = (
         [*troupe, "simulate", "-o", output]
         + (["--timings"] if timings else [])
-        + [str(f) for f in files]
+        + [str(f.resolve()) for f in files]
     )
     # wait4: this run's own CPU and peak memory (children it reaped included);
     # getrusage(RUSAGE_CHILDREN) would give the largest child of any run so far.
-    with tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryFile() as out:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, text=True)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=tree)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr = err.read()
+        out.seek(0)
+        digest = hashlib.file_digest(out, "sha256").hexdigest()
     if proc.returncode != 0:
         raise subprocess.CalledProcessError(proc.returncode, cmd, stderr=stderr)
     m = TIMINGS.search(stderr)
@@ -91,6 +107,7 @@ def run_once(
         "schedule": schedule_s,
         "output": output_s,
         "peak_mib": usage.ru_maxrss / 1024,
+        "output_sha256": digest,
     }
 
 
@@ -124,8 +141,16 @@ def main(argv: list[str] | None = None) -> int:
         help='how to start troupe (default: this python -m troupe.cli); e.g. "python -S '
         '-m troupe.cli" with PYTHONPATH=an older checkout:site-packages',
     )
+    ap.add_argument(
+        "--tree",
+        action="append",
+        type=Path,
+        help="a checkout to run troupe from (give two or more: runs alternate between them)",
+    )
     args = ap.parse_args(argv)
     files = input_files(args.nodes, args.running, args.pending)
+    if args.tree:
+        return side_by_side(args, files)
     print(
         f"troupe simulate: {args.nodes} nodes, {args.running} running, {args.pending} pending "
         f"pods, -o {args.output}, {args.runs} runs (min–max)"
@@ -155,6 +180,37 @@ def main(argv: list[str] | None = None) -> int:
             f">= {TARGET_PODS_PER_S:g} {verdict}",
             flush=True,
         )
+    return 0
+
+
+def side_by_side(args: argparse.Namespace, files: dict[str, list[Path]]) -> int:
+    """Each run of each tree in turn, every run printed (see the module's doc)."""
+    print(
+        f"troupe simulate: {args.nodes} nodes, {args.running} running, {args.pending} pending "
+        f"pods, -o {args.output}, {args.runs} rounds of {len(args.tree)} trees, interleaved"
+    )
+    print(
+        f"{'round':>5} {'input':<5} {'tree':<24} {'load':>5} {'wall s':>7} {'cpu s':>6} "
+        f"{'pods/s':>7} {'pods/cpu s':>10} {'read s':>7} {'sched s':>7} {'out s':>6} "
+        f"{'MiB':>5}  output"
+    )
+    for fmt in args.format or ["json"]:
+        first: str | None = None
+        for i in range(args.runs):
+            for tree in args.tree:
+                load = os.getloadavg()[0]
+                r = run_once(files[fmt], args.output, not args.legacy, args.command, tree)
+                first = first or r["output_sha256"]
+                same = "same" if r["output_sha256"] == first else "DIFFERS"
+                if args.json:
+                    print(json.dumps({"format": fmt, "tree": str(tree), **r}), file=sys.stderr)
+                print(
+                    f"{i + 1:>5} {fmt:<5} {str(tree)[-24:]:<24} {load:>5.1f} {r['wall']:>7.2f} "
+                    f"{r['cpu']:>6.2f} {args.pending / r['wall']:>7.0f} "
+                    f"{args.pending / r['cpu']:>10.0f} {r['read']:>7.2f} {r['schedule']:>7.2f} "
+                    f"{r['output']:>6.2f} {r['peak_mib']:>5.0f}  {same}",
+                    flush=True,
+                )
     return 0
 
 
