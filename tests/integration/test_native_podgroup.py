@@ -168,3 +168,64 @@ async def test_native_status_goes_to_the_native_status_subresource() -> None:
     finally:
         await kube.aclose()
         await srv.stop()
+
+
+# ---- CompositePodGroup (1.37, alpha), through troupe run -----------------------------------
+
+COMPOSITE = "compositepodgroups.scheduling.k8s.io"
+
+
+def test_a_gang_of_groups_through_troupe_run(tmp_path: Path) -> None:
+    """A 1.37 cluster serving v1beta1 and v1alpha3, the CompositePodGroup gate
+    on: PodGroups are read in v1alpha3 (the version with their parent), the
+    composite's two child gangs are bound together, and its condition is
+    written on its status subresource; a composite whose children cannot all
+    fit binds nothing and says why."""
+    api = ApiServer(native_podgroups="v1alpha3")
+    api.store.register(native_podgroups("v1beta1"))
+    config = {"troupe": {"featureGates": {"CompositePodGroup": True}}}
+    with api.start_in_thread():
+        for i in range(3):
+            api.create(make_node(f"n{i}").capacity(cpu=4, memory="4Gi", pods=10).obj())
+        for name, count in (("job", 2), ("big", 2)):
+            api.create(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1alpha3",
+                    "kind": "CompositePodGroup",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {
+                        "workloadRef": {"workloadName": name, "templateName": "t"},
+                        "schedulingPolicy": {"gang": {"minGroupCount": count}},
+                    },
+                }
+            )
+        children = (("job", "a", 2), ("job", "b", 1), ("big", "c", 2), ("big", "d", 2))
+        for parent, child, n in children:
+            g = native_group("v1alpha3", child, n)
+            g["spec"]["parentCompositePodGroupName"] = parent
+            api.create(g)
+            for i in range(n):
+                member(api, f"{child}{i}", child, cpu="2" if parent == "job" else "3")
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        with Troupe(tmp_path, kubeconfig=kubeconfig, config=config) as t:
+            t.wait_ready()
+            until(lambda: len(bound(api)) == 3, what="the gang of groups bound")
+
+            def cond(name: str) -> dict[str, Any] | None:
+                obj = api.get(COMPOSITE, "default", name) or {}
+                conds = (obj.get("status") or {}).get("conditions") or []
+                return conds[0] if conds else None
+
+            ok = until(lambda: cond("job"), what="the composite's condition")
+            assert (ok["type"], ok["status"], ok["reason"]) == (
+                "CompositePodGroupInitiallyScheduled",
+                "True",
+                "Scheduled",
+            )
+            no = until(lambda: cond("big"), what="the big composite's condition")
+            assert (no["status"], no["reason"]) == ("False", "Unschedulable")
+            assert no["message"].startswith('CompositePodGroup "default/big": ')
+            t.stop()
+        assert set(bound(api)) == {"a0", "a1", "b0"}
+        assert "watching scheduling.k8s.io/v1alpha3 PodGroups" in t.log()
+        assert_rbac_covers(api)

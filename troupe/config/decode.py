@@ -38,6 +38,7 @@ Troupe's own settings live in a top-level `troupe:` section (all optional):
         maxPods: 10000                 #   decisions kept (the oldest go first)
       featureGates:                    # as kube-scheduler's --feature-gates
         StorageCapacityScoring: true   #   (troupe.framework.features)
+        CompositePodGroup: false
 
 How the plugin sets are built (as kube-scheduler's v1 defaulting, `mergePlugins`
 in apis/config/v1/default_plugins.go, then the framework's `NewFramework`,

@@ -48,6 +48,11 @@ class ClusterClient(Protocol):
         """Merge-patch the PodGroup's status subresource (`group` is ns/name)."""
         ...
 
+    async def patch_composite_pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
+        """Merge-patch a CompositePodGroup's status subresource (`key`:
+        troupe.api.types.composite_key). Raises NotFound if it is gone."""
+        ...
+
     async def patch_elastic_quota_status(self, key: str, status: Mapping[str, Any]) -> None:
         """Merge-patch the ElasticQuota's status subresource (`key` is ns/name;
         a null removes a field). Raises NotFound if it is gone."""

@@ -38,6 +38,8 @@ class InMemoryCluster:
 
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # CompositePodGroups by their key (troupe.api.types.composite_key).
+    composite_pod_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
     # ElasticQuotas by ns/name (their status.used is written).
     elastic_quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[RecordedEvent] = field(default_factory=list)
@@ -83,6 +85,13 @@ class InMemoryCluster:
         obj = self.pod_groups.get(group)
         if obj is None:
             raise NotFound(group)
+        obj.setdefault("status", {}).update(status)
+        self.status_patches += 1
+
+    async def patch_composite_pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
+        obj = self.composite_pod_groups.get(key)
+        if obj is None:
+            raise NotFound(key)
         obj.setdefault("status", {}).update(status)
         self.status_patches += 1
 

@@ -53,7 +53,7 @@ import kopf
 import uvloop
 
 from troupe.api.kinds import VERSIONED, WATCHED
-from troupe.api.types import NATIVE_POD_GROUP_API
+from troupe.api.types import COMPOSITE_VERSION, NATIVE_POD_GROUP_API
 from troupe.config import SchedulerConfig
 from troupe.core.clock import RealClock
 from troupe.core.eventhandlers import Handler
@@ -250,17 +250,24 @@ class KopfThread:
         self.thread.join(timeout)
 
 
-async def watched_kinds(kube: KubeClient, kinds: Collection[str]) -> list[str]:
+async def watched_kinds(
+    kube: KubeClient, kinds: Collection[str], composites: bool = False
+) -> list[str]:
     """`kinds` with those served in one of several versions (Kubernetes' own
     PodGroups, DeviceTaintRules) narrowed to the version the cluster serves
-    (API discovery), or left out, with one log line, when it serves none."""
+    (API discovery), or left out, with one log line, when it serves none.
+    `composites` (the CompositePodGroup gate): Kubernetes' PodGroups are read
+    in CompositePodGroup's version first, the only one that has their parent."""
     out = list(kinds)
     for row in VERSIONED:
         kind, group, family = row.kind, row.group, set(row.keys)
         if not family & set(out):
             continue
+        versions = row.versions
+        if composites and kind == "PodGroup" and group == NATIVE_POD_GROUP_API:
+            versions = (COMPOSITE_VERSION, *(v for v in versions if v != COMPOSITE_VERSION))
         try:
-            version = await discover_version(kube, group, row.versions, row.plural)
+            version = await discover_version(kube, group, versions, row.plural)
         except Exception as e:
             log.warning("API discovery of %s failed (%s): not watching its %ss", group, e, kind)
             version = None
@@ -608,7 +615,8 @@ async def run(
     try:
         # API discovery waits on the API server, which may not answer: a stop
         # signal meanwhile ends the replica (it gives the Lease up below).
-        found = await _unless_stopped(watched_kinds(kube, kinds), stop)
+        composites = config.troupe.features.composite_pod_group
+        found = await _unless_stopped(watched_kinds(kube, kinds, composites), stop)
         if found is None:
             log.info("%s: stopped during API discovery", identity)
             return 0

@@ -6,12 +6,13 @@ keeps its pods waiting and says why; with the gate off parents are not read."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
 
 from tests.builders import make_pod
 from tests.unit.core.env import Env
 from tests.unit.test_preemption import Harness
-from troupe.api.types import PodKey
+from troupe.api.types import GroupKey, PodKey, composite_key
 
 GATE_ON = {"troupe": {"featureGates": {"CompositePodGroup": True}}}
 NS = "default"
@@ -69,9 +70,30 @@ def members(e: Env, name: str, n: int, cpu: str = "3") -> list[PodKey]:
     ]
 
 
+def add_composite(e: Env, obj: dict[str, Any]) -> GroupKey:
+    """A CompositePodGroup as its watch event; the cluster keeps its own copy
+    (its status is patched there)."""
+    key = composite_key(NS, obj["metadata"]["name"])
+    e.cluster.composite_pod_groups[key] = copy.deepcopy(obj)
+    e.s.on_composite_pod_group(copy.deepcopy(obj))
+    return key
+
+
+async def condition(e: Env, key: GroupKey) -> dict[str, Any]:
+    """The composite's condition, once what is marked is written."""
+    plugin = e.s.profiles["troupe-scheduler"].group_scheduling
+    writer = getattr(plugin, "composite_status", None)
+    assert writer is not None
+    writer.flush_now()
+    await e.s.settle()
+    (cond,) = e.cluster.composite_pod_groups[key]["status"]["conditions"]
+    assert cond["type"] == "CompositePodGroupInitiallyScheduled"
+    return dict(cond)
+
+
 def tree(e: Env, min_group_count: int | None = 2, topology: str | None = None) -> None:
     """A composite "job" of two child gangs, "a" and "b", of two pods each."""
-    e.s.on_composite_pod_group(composite("job", min_group_count, topology=topology))
+    add_composite(e, composite("job", min_group_count, topology=topology))
     e.s.on_pod_group(group("a", 2, "job"))
     e.s.on_pod_group(group("b", 2, "job"))
 
@@ -282,3 +304,36 @@ def test_a_composite_whose_disruption_mode_is_all_goes_whole() -> None:
 
 def test_a_composite_whose_disruption_mode_is_single_loses_one_pod() -> None:
     assert len(_victims_of_a_lone_pod("single")) == 1
+
+
+# ---- status: CompositePodGroupInitiallyScheduled --------------------------------------
+
+
+async def test_the_composite_says_why_it_waits_then_that_it_is_scheduled() -> None:
+    e = Env(GATE_ON)
+    for i in range(3):
+        e.node(f"n{i}")
+    tree(e)
+    key = composite_key(NS, "job")
+    keys = members(e, "a", 2) + members(e, "b", 2)
+    await e.run()
+    cond = await condition(e, key)
+    assert (cond["status"], cond["reason"]) == ("False", "Unschedulable")
+    assert cond["message"] == e.s.last_failure[keys[0]]
+    e.node("n3")
+    e.later(20)
+    await e.run()
+    cond = await condition(e, key)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("True", "Scheduled", "")
+
+
+async def test_an_invalid_tree_is_said_on_the_composite() -> None:
+    e = Env(GATE_ON)
+    e.node("n0")
+    key = add_composite(e, composite("job", 1, workload="other"))
+    e.s.on_pod_group(group("a", 1, "job"))
+    members(e, "a", 1, cpu="1")
+    await e.run()
+    cond = await condition(e, key)
+    assert (cond["status"], cond["reason"]) == ("False", "Invalid")
+    assert "references more than one Workload (job, other)" in cond["message"]

@@ -59,7 +59,7 @@ from troupe.framework.interface import (
     ReservePlugin,
 )
 from troupe.framework.status import SKIP, SUCCESS, Code, Status
-from troupe.plugins.coscheduling.composite import Composites
+from troupe.plugins.coscheduling.composite import Composites, CompositeStatusWriter
 from troupe.plugins.coscheduling.core import NAME, CoschedulingArgs, PodGroupManager, min_field
 from troupe.plugins.coscheduling.status import PodGroupStatusTracker, native_phase
 
@@ -104,12 +104,14 @@ class Coscheduling(
         self.handle = handle
         self.args = args
         self.manager = PodGroupManager(handle, args)
-        # CompositePodGroups, with the CompositePodGroup gate on.
-        self.composites = (
-            Composites(handle.lister, self.manager.placed)
-            if handle.features.composite_pod_group
-            else None
-        )
+        # CompositePodGroups and their conditions, with the CompositePodGroup gate on.
+        self.composites: Composites | None = None
+        self.composite_status: CompositeStatusWriter | None = None
+        if handle.features.composite_pod_group:
+            self.composites = Composites(handle.lister, self.manager.placed)
+            self.composite_status = CompositeStatusWriter(
+                handle, self.composites, args.status_coalesce_seconds
+            )
         self.status = PodGroupStatusTracker(
             handle, args.status_coalesce_seconds, self.manager.schedule_start
         )
@@ -157,6 +159,12 @@ class Coscheduling(
 
     # ---- PreEnqueue / PreFilter -----------------------------------------------------
 
+    def _mark(self, key: GroupKey) -> None:
+        """The group's status, and its composites', may change."""
+        self.status.mark(key)
+        if self.composite_status is not None:
+            self.composite_status.mark_above(key)
+
     def pre_enqueue(self, pod: Pod) -> Status:
         st = self.manager.check_group(pod)
         if st.is_success and self.composites is not None:
@@ -177,7 +185,7 @@ class Coscheduling(
             return None, st
         assert pg is not None
         self.manager.schedule_start.setdefault(key, self.handle.clock.now())
-        self.status.mark(key)  # an attempt: its outcome goes into a native group's status
+        self._mark(key)  # an attempt: its outcome goes into a native group's status
         for check in (self.manager.check_denied(key), self.manager.check_min_resources(key, pg)):
             if not check.is_success:
                 return None, check
@@ -218,7 +226,7 @@ class Coscheduling(
         if pg is None or pg.gang:
             self.manager.reject_waiting(key, f"rejected due to failure of group member {pod.key}")
             self.manager.deny(key)
-        self.status.mark(key)
+        self._mark(key)
 
     def permit(self, state: CycleState, pod: Pod, node: NodeName) -> tuple[Status, float]:
         key, pg = self.manager.group(pod)
@@ -226,7 +234,7 @@ class Coscheduling(
             return SUCCESS, 0.0
         if pg is None:
             return Status(Code.UNSCHEDULABLE, (self.manager.missing(key),), NAME), 0.0
-        self.status.mark(key)
+        self._mark(key)
         if self.manager.placed(key) >= pg.min_member:
             self.manager.allow_waiting(key)
             return SUCCESS, 0.0
@@ -234,7 +242,7 @@ class Coscheduling(
 
     async def post_bind(self, state: CycleState, pod: Pod, node: NodeName) -> None:
         if pod.group_key is not None:
-            self.status.mark(pod.group_key)
+            self._mark(pod.group_key)
 
     # ---- the group cycle (GroupSchedulingPlugin) -------------------------------------
 

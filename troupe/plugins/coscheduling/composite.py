@@ -14,13 +14,17 @@ topology key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Final
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
 
-from troupe.api.types import CompositePodGroup, GroupKey, PodGroup, composite_key
+from troupe.api.types import CompositePodGroup, GroupKey, Pod, PodGroup, composite_key
 from troupe.core.topology import TopologyError, topology_of
+from troupe.framework.events import ClusterEvent
 from troupe.framework.group_tree import GroupTree
-from troupe.framework.handle import ClusterLister
+from troupe.framework.handle import ClusterLister, Handle
+from troupe.framework.status import Code
+from troupe.framework.status_writer import StatusWriter, status_holds
+from troupe.plugins.coscheduling.status import rfc3339
 
 # Workload's WorkloadMaxTreeDepth: the most levels a tree of groups may have.
 MAX_TREE_DEPTH: Final = 4
@@ -38,12 +42,13 @@ class Composites:
         self._lister = lister
         self._placed = placed
 
-    def chain(self, pg: PodGroup) -> tuple[list[CompositePodGroup], str | None]:
+    def chain(self, pg: PodGroup | CompositePodGroup) -> tuple[list[CompositePodGroup], str | None]:
         """The CompositePodGroups above `pg`, its parent first, and what makes
         the tree invalid (None when it is valid as far as it was read)."""
         lister, ns = self._lister, pg.namespace
         out: list[CompositePodGroup] = []
-        seen: set[GroupKey] = set()
+        seen: set[GroupKey] = {pg.key}
+        depth = 1 if isinstance(pg, PodGroup) else 2  # a composite has children below
         parent = pg.parent
         while parent:
             key = composite_key(ns, parent)
@@ -56,7 +61,7 @@ class Composites:
                 return out, f"{name}: the groups' parents form a cycle"
             seen.add(key)
             out.append(c)
-            if len(out) + 1 > MAX_TREE_DEPTH:
+            if len(out) + depth > MAX_TREE_DEPTH:
                 return out, (
                     f"{composite_name(out[-1])}: the tree of groups is deeper than "
                     f"{MAX_TREE_DEPTH} levels"
@@ -64,11 +69,21 @@ class Composites:
             parent = c.parent
         return out, None
 
+    def composite_problem(self, c: CompositePodGroup) -> str | None:
+        """Why the tree the composite `c` belongs to is invalid, or None."""
+        chain, problem = self.chain(c)
+        if problem is not None:
+            return problem
+        return self._workloads_problem([c, *chain])
+
     def problem(self, pg: PodGroup) -> str | None:
         """Why the tree `pg` belongs to is invalid, or None."""
         chain, problem = self.chain(pg)
         if problem is not None or not chain:
             return problem
+        return self._workloads_problem(chain)
+
+    def _workloads_problem(self, chain: list[CompositePodGroup]) -> str | None:
         workloads = sorted(
             {c.workload for c in self._walk(chain[-1]) if c.workload}
             | {
@@ -140,3 +155,115 @@ class Composites:
                 pg = self._lister.pod_group(k)
                 if pg is not None:
                     yield pg
+
+
+# ---- status --------------------------------------------------------------------------
+
+# CompositePodGroupStatus's condition types and reasons (k8s.io/api scheduling/v1alpha3).
+INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
+REASON_SCHEDULED: Final = "Scheduled"
+REASON_UNSCHEDULABLE: Final = "Unschedulable"
+REASON_SCHEDULER_ERROR: Final = "SchedulerError"
+REASON_INVALID: Final = "Invalid"
+
+
+def compute_composite_status(
+    c: CompositePodGroup,
+    satisfied: bool,
+    problem: str | None,
+    failure: tuple[str, Code] | None,
+    now: float,
+) -> dict[str, Any] | None:
+    """The status of a CompositePodGroup, or None when there is nothing to say:
+    CompositePodGroupInitiallyScheduled True once its subtree's need is met
+    (never taken back, as upstream says), else False with reason Invalid (a
+    layout that cannot be scheduled), SchedulerError or Unschedulable (the
+    message a pending pod of its subtree failed with)."""
+    raw = c.status.get("conditions")
+    conditions = [x for x in raw if isinstance(x, Mapping)] if isinstance(raw, list) else []
+    current = next((x for x in conditions if x.get("type") == INITIALLY_SCHEDULED), None)
+    if current is not None and current.get("status") == "True":
+        return None
+    if satisfied:
+        want = ("True", REASON_SCHEDULED, "")
+    elif problem is not None:
+        want = ("False", REASON_INVALID, problem)
+    elif failure is not None:
+        message, code = failure
+        want = (
+            "False",
+            REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE,
+            message,
+        )
+    else:
+        return None
+    status, reason, message = want
+    since = current.get("lastTransitionTime") if current is not None else None
+    if current is None or current.get("status") != status or not isinstance(since, str):
+        since = rfc3339(now)
+    cond = {
+        "type": INITIALLY_SCHEDULED,
+        "status": status,
+        "observedGeneration": c.generation,
+        "lastTransitionTime": since,
+        "reason": reason,
+        "message": message,
+    }
+    out = [dict(x) if x.get("type") != INITIALLY_SCHEDULED else cond for x in conditions]
+    if current is None:
+        out.append(cond)
+    return {"conditions": out}
+
+
+class CompositeStatusWriter(StatusWriter[GroupKey, CompositePodGroup, dict[str, Any]]):
+    """Writes the conditions of the CompositePodGroups above the groups whose
+    pods, groups or composites the Handle's events change, and of those the
+    plugin `mark_above`s (an attempt)."""
+
+    def __init__(self, handle: Handle, composites: Composites, coalesce_seconds: float) -> None:
+        super().__init__(
+            handle,
+            "CompositePodGroup",
+            lookup=lambda key: handle.lister.composite(key),
+            compute=self._compute,
+            patch=lambda key, _c, status: handle.client.patch_composite_pod_group_status(
+                key, status
+            ),
+            same=status_holds,
+            coalesce_seconds=coalesce_seconds,
+        )
+        self.composites = composites
+        handle.watch(self.on_event)
+
+    def mark_above(self, group: GroupKey | None) -> None:
+        """Mark every composite above the PodGroup `group`."""
+        pg = self.handle.lister.pod_group(group) if group is not None else None
+        if pg is not None and pg.parent:
+            for c in self.composites.chain(pg)[0]:
+                self.mark(c.key)
+
+    def on_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        for obj in (old, new):
+            if isinstance(obj, Pod):
+                self.mark_above(obj.group_key)
+            elif isinstance(obj, PodGroup):
+                self.mark_above(obj.key)
+            elif isinstance(obj, CompositePodGroup):
+                self.mark(obj.key)
+
+    def _compute(self, key: GroupKey, c: CompositePodGroup) -> dict[str, Any] | None:
+        lister = self.handle.lister
+        tree = self.composites.tree(c)
+        problem = self.composites.composite_problem(c)
+        failure = None
+        for leaf in tree.leaves():
+            for p in lister.pods_in_group(leaf.key):
+                if lister.pod(p.key) is None and not p.terminal:
+                    failure = self.handle.failure(p.key)
+                    if failure is not None:
+                        break
+            if failure is not None:
+                break
+        return compute_composite_status(
+            c, tree.satisfied and problem is None, problem, failure, self.handle.clock.now()
+        )
