@@ -219,9 +219,7 @@ class KubeClient:
             key=group,
         )
 
-    async def patch_composite_pod_group_status(
-        self, key: str, status: Mapping[str, Any]
-    ) -> None:
+    async def patch_composite_pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
         ns, _, name = key.removeprefix(f"{NATIVE_POD_GROUP_API}/CompositePodGroup/").partition("/")
         path = (
             f"/apis/{NATIVE_POD_GROUP_API}/{COMPOSITE_VERSION}/namespaces/{_seg(ns)}"
