@@ -33,10 +33,12 @@ from typing import Any, Final, Self
 from troupe.api.types import PREEMPT_NEVER, PREEMPTION_BY_SCHEDULER, NodeName, Pod, PodKey
 from troupe.core.snapshot import NodeTable
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.events import ClusterEventWithHint
 from troupe.framework.filtering import FilterRunner
 from troupe.framework.fit import NodeSubset
 from troupe.framework.handle import Handle
 from troupe.framework.interface import (
+    EnqueueExtensions,
     GroupPreemptionPlugin,
     IntpArray,
     NodeToStatus,
@@ -110,7 +112,7 @@ def terminating_by_preemption(pod: Pod) -> bool:
     return pod.deleting and pod.disruption_reason == PREEMPTION_BY_SCHEDULER
 
 
-class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):
+class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, EnqueueExtensions, Interface):
     NAME: Final = NAME
 
     def __init__(self, handle: Handle, args: DefaultPreemptionArgs) -> None:
@@ -121,6 +123,18 @@ class DefaultPreemption(PostFilterPlugin, GroupPreemptionPlugin, Interface):
     @classmethod
     def new(cls, args: Mapping[str, Any], handle: Handle) -> Self:
         return cls(handle, parse_args(args))
+
+    # ---- queueing hints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[ClusterEventWithHint]:
+        """None. kube-scheduler does not count the PostFilter plugin among those
+        that rejected the pod (its Diagnosis.UnschedulablePlugins), so no event
+        moves the pod on its account; Troupe keeps it among them (its message is
+        part of the reason) and registering nothing leaves the choice to the
+        plugins that filtered the pod out. A rejector that registers nothing
+        would otherwise be moved by every event (every pod we bind coming back
+        through the watch included)."""
+        return []
 
     # ---- PostFilter -------------------------------------------------------------------
 
