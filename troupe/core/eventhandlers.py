@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 # What takes one object's event: the object, and whether it was deleted.
 Handler = Callable[[Mapping[str, Any], bool], None]
 
+_ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD)
+
 
 class EventHandlers:
     """The on_* handlers the operator (or the simulator) feeds cluster events to."""
@@ -343,10 +345,14 @@ class EventHandlers:
         self.cache.untrack_pending(key)
         old = self.cache.pod(key)
         if old is None or self.cache.is_assumed(key):
+            # The first bound version of a pod, ours (it confirms what we
+            # assumed) or another's, is AssignedPod/Add, as kube-scheduler's
+            # addAssignedPodToCache: a re-list that brings an assumed pod
+            # already Running says so too. Consumers that counted the pod from
+            # Reserve (QuotaLedger) take it as the same pod, not a second one.
             self.cache.add_pod(pod)
             self.ctx.records.clear_failure(key)
-            if old is None:
-                self.ctx.emit(ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD), None, pod)
+            self.ctx.emit(_ASSIGNED_POD_ADD, None, pod)
         else:
             self.cache.update_pod(old, pod)
             action = _pod_update_action(old, pod)

@@ -414,7 +414,11 @@ class QuotaLedger:
         """Count a cluster event (a Handle watcher's arguments): ElasticQuotas
         added, updated or deleted; assigned pods bound, changed or deleted; a
         counted claim allocated; a reserved pod deleted before it was bound. The
-        namespace whose quota or use the event may have changed, or None."""
+        namespace whose quota or use the event may have changed, or None.
+
+        A pod reserved here and then seen bound (AssignedPod/Add, the watch or
+        a re-list confirming it) is counted once: its newer version replaces
+        the one from Reserve (so its phase is the API's), nothing is added."""
         r, action = event.resource, event.action
         if r is EventResource.ELASTIC_QUOTA:
             if action & ActionType.DELETE:

@@ -243,3 +243,88 @@ async def test_a_pod_deleted_while_waiting_at_permit_is_rejected() -> None:
     assert e.cluster.binds == 0
     assert e.s.cache.pod(key) is None  # forgotten, not bound
     assert key not in e.s.queue
+
+
+# ---- a pod we bound, coming back through the watch --------------------------------------
+
+
+def _pod_events(e: Env) -> list[tuple[EventResource, ActionType, Pod | None, Pod | None]]:
+    seen: list[tuple[EventResource, ActionType, Pod | None, Pod | None]] = []
+
+    def record(ev: ClusterEvent, old: Any, new: Any) -> None:
+        if ev.resource in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD):
+            seen.append((ev.resource, ev.action, old, new))
+
+    e.s.handle.watch(record)
+    return seen
+
+
+async def test_a_pod_we_bound_is_an_assigned_pod_add_when_the_watch_confirms_it() -> None:
+    """As kube-scheduler's addAssignedPodToCache: the watch's first bound version
+    of a pod the scheduler assumed is AssignedPod/Add (the cache's add confirms
+    the assumed pod), once; the kubelet starting it is an AssignedPod update."""
+    e = Env()
+    e.node("n0")
+    key = e.pod(make_pod("p").req(cpu="1").obj())
+    seen = _pod_events(e)
+    await e.run()
+    assert e.node_of(key) == "n0"
+    assert not e.s.cache.is_assumed(key)
+    ((resource, action, old, new),) = seen
+    assert (resource, action, old) == (EventResource.ASSIGNED_POD, ActionType.ADD, None)
+    assert isinstance(new, Pod) and new.key == key and new.node_name == "n0"
+    running = copy.deepcopy(e.cluster.pods[key])
+    running["status"]["phase"] = "Running"
+    e.s.on_pod(running)
+    assert [(r, a) for r, a, _, _ in seen[1:]] == [
+        (EventResource.ASSIGNED_POD, ActionType.UPDATE_OTHER)
+    ]
+
+
+async def test_a_pod_we_bound_first_seen_running_by_a_relist_is_an_assigned_pod_add() -> None:
+    """The bound event lost (the watch broke), the re-list brings the pod bound
+    and Running while the cache still holds it assumed: the same event as a
+    fresh add, carrying the listed pod."""
+    e = Env(feed_binds=False)
+    e.node("n0")
+    key = e.pod(make_pod("p").req(cpu="1").obj())
+    await e.run()
+    assert e.s.cache.is_assumed(key)
+    seen = _pod_events(e)
+    listed = copy.deepcopy(e.cluster.pods[key])
+    listed["status"]["phase"] = "Running"
+    e.s.on_pod(listed)
+    assert not e.s.cache.is_assumed(key)
+    ((resource, action, old, new),) = seen
+    assert (resource, action, old) == (EventResource.ASSIGNED_POD, ActionType.ADD, None)
+    assert isinstance(new, Pod) and new.phase == "Running"
+
+
+async def test_a_pod_waiting_for_an_affinity_target_we_bind_is_moved_when_it_is_confirmed() -> None:
+    """InterPodAffinity rejected `web` (no pod app=db yet); binding `db` is the
+    AssignedPod/Add its queueing hint answers, so `web` leaves the pool after its
+    backoff instead of waiting out the pool's five minutes. `db` arriving
+    pending is no event InterPodAffinity (nor DefaultPreemption, whose attempt
+    failed too) answers."""
+    e = Env()
+    e.node("n0")
+    e.node("n1")
+    term = {
+        "labelSelector": {"matchLabels": {"app": "db"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    web = make_pod("web").req(cpu="1").obj()
+    web["spec"]["affinity"] = {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    web_key = e.pod(web)
+    await e.run()
+    assert e.s.queue.where(web_key) == "unschedulable"
+    db_key = e.pod(make_pod("db").req(cpu="1").label("app", "db").obj())
+    assert e.s.queue.where(web_key) == "unschedulable"
+    await e.run()
+    assert e.node_of(db_key) is not None
+    assert e.s.queue.where(web_key) in ("backoffQ", "activeQ")
+    e.later(10)
+    await e.run()
+    assert e.node_of(web_key) == e.node_of(db_key)

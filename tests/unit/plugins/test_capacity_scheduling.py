@@ -29,6 +29,7 @@ from troupe.framework.cycle_state import CycleState
 from troupe.framework.events import EventResource
 from troupe.framework.interface import NodeToStatus
 from troupe.framework.status import Code, Status
+from troupe.kube.reflector import Known
 from troupe.plugins.capacity_scheduling import (
     ELASTIC_QUOTA_SNAPSHOT_KEY,
     NAME,
@@ -897,5 +898,46 @@ def test_status_used_waits_for_the_lease_and_is_written_once_leading() -> None:
         leading = True
         await h.advance(60)
         assert h.used(q) == {"cpu": "1"}
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("relisted", [False, True], ids=["watched", "relisted"])
+def test_status_used_counts_a_pod_we_bound_once_it_runs(relisted: bool) -> None:
+    """A pod Troupe assumed and bound counts in status.used once it is Running,
+    whether the watch brings its binding and then its start, or the watch breaks
+    after the bind and the re-list (the reflector's replace) brings the pod
+    already Running while the cache still holds it assumed. Either way it
+    counts once against its quota: the watch confirming it charges nothing
+    more than Reserve did."""
+    h = Cluster(nodes=1, cpu="4")
+    if relisted:
+        h.cluster.on_pod_bound = lambda key, node: None  # the bound event is lost
+    known = Known()
+
+    async def go() -> None:
+        q = h.quota("a", {"cpu": 2}, {"cpu": 4})
+        key = h.app("a", "p", "1")
+        pending = copy.deepcopy(h.cluster.pods[key])
+        pending["metadata"]["resourceVersion"] = "1"
+        assert known.upsert(pending)  # the reflector delivered it pending
+        await h.drain()
+        assert h.node_of(key) == "n0"
+        assert h.s.cache.is_assumed(key) == relisted
+        running = copy.deepcopy(h.cluster.pods[key])
+        running["status"]["phase"] = "Running"
+        running["metadata"]["resourceVersion"] = "3"
+        h.cluster.pods[key] = running
+        if relisted:
+            for obj, deleted in known.replace([copy.deepcopy(running)], "3"):
+                h.s.on_pod(obj, deleted)
+        else:
+            h.s.on_pod(copy.deepcopy(running))
+        assert not h.s.cache.is_assumed(key)
+        await h.advance(1)
+        assert h.used(q) == {"cpu": "1"}
+        cs = plugin(h.s)
+        assert cs.quotas.infos["a"].used == {"cpu": 1000}
+        kept_totals_agree(cs)
 
     asyncio.run(go())
