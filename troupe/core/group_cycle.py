@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -243,7 +243,6 @@ class GroupCycle:
         does not preempt (yet)."""
         ctx = self.ctx
         self._sweep()
-        self._preemption_note = "not tried: a gang of groups (CompositePodGroup) does not preempt"
         self._untried = ()
         t0 = ctx.clock.now()
         ctx.counters.group_attempts += 1
@@ -267,6 +266,7 @@ class GroupCycle:
         for q in sorted(members, key=profile.sort_key):
             by_group.setdefault(q.pod.group_key or GroupKey(""), []).append(q)
         outer = self.enclosing(profile, first.pod, None)
+        self._preemption_note = ""
         if isinstance(outer, str):
             self._unschedulable(profile, tree.key, members, outer, Trial())
             return
@@ -283,7 +283,127 @@ class GroupCycle:
         if ok:
             self._admit(profile, tree.key, members, trial, t0)
             return
+        if not left:
+            self._preempt_tree(profile, tree, by_group, outer)
         self._unschedulable(profile, tree.key, members, why, trial, retry=left)
+
+    def _preempt_tree(
+        self,
+        profile: Profile,
+        tree: GroupTree,
+        by_group: dict[GroupKey, list[QueuedPodInfo]],
+        within: NodeSubset | None,
+    ) -> None:
+        """A gang of groups that cannot be placed preempts as one unit, with its
+        root's priority (else its lowest pod's): group by group on the
+        snapshot, each group's victims taken off before the next is searched,
+        a group or composite whose need is not met taking back what it chose;
+        a plan only if the root's need is met. With a topology key on the root,
+        one plan per domain (at most `topologyDomainsPerCycle`), the cheapest
+        carried out; a topology key below the root is not planned for (the
+        tree waits)."""
+        ctx = self.ctx
+        plugin = profile.group_preemption()
+        pods = [q for t in tree.leaves() for q in by_group.get(t.key, ())]
+        if plugin is None:
+            self._preemption_note = "not tried: the profile has no PostFilter for gangs"
+            return
+        if any(n.topology for c in tree.children for n in _nodes(c)):
+            self._preemption_note = "not tried: a group below the root has a topology key"
+            return
+        if tree.never_preempts or any(
+            t.group is not None and t.group.preemption_policy == PREEMPT_NEVER
+            for t in tree.leaves()
+        ):
+            self._preemption_note = "not tried: the preemptionPolicy of a group is Never"
+            return
+        if any(
+            q.pod.preemption_policy == PREEMPT_NEVER
+            and (q.pod.group_key is None or not _group_policy(tree, q.pod.group_key))
+            for q in pods
+        ):
+            self._preemption_note = "not tried: a member's preemptionPolicy is Never"
+            return
+        if any(ctx.cache.pod(k) is not None for k in self.gang_victims.get(tree.key, ())):
+            self._preemption_note = "not tried: waiting for its last preemption's victims to go"
+            return
+        if not pods:
+            return
+        ctx.metrics.preemption_attempts.inc()
+        priority = tree.priority if tree.priority is not None else min(q.pod.priority for q in pods)
+        subsets: Sequence[NodeSubset | None] = [within]
+        if tree.topology:
+            snap = ctx.snapshot
+            keys = tuple(tree.topology.split(","))
+            try:
+                running = self.running_domain([t.key for t in tree.leaves()], keys)
+            except TopologyError:
+                return  # the placement said so
+            rows = snap.valid_rows() if within is None else within.rows
+            ds = DomainSet.build(snap, keys, rows)
+            limit = _gang(profile).domains_per_cycle()
+            subsets = [
+                ds.domain(i).subset()
+                for i in range(len(ds))
+                if running is None or ds.values[i] == running
+            ][:limit]
+        plans: list[tuple[tuple[int, int, int], int, PreemptionPlan]] = []
+        for n, subset in enumerate(subsets):
+            plan = PreemptionPlan(plugin)
+            undos: list[Callable[[], None]] = []
+            with ctx.snapshot.overlay() as ov:
+                try:
+                    ok = self._plan_node(profile, tree, by_group, subset, priority, plan, ov, undos)
+                finally:
+                    for undo in reversed(undos):
+                        undo()
+            if ok:
+                plans.append((plan.cost(), n, plan))
+        if not plans:
+            self._preemption_note = (
+                f"tried: evicting lower-priority pods would not place {tree.need_name} "
+                f"{tree.need} of {tree.label}"
+            )
+            return
+        _, _, plan = min(plans, key=lambda t: (t[0], t[1]))
+        self._preempt(profile, tree.key, plan)
+
+    def _plan_node(
+        self,
+        profile: Profile,
+        node: GroupTree,
+        by_group: dict[GroupKey, list[QueuedPodInfo]],
+        within: NodeSubset | None,
+        priority: int,
+        plan: PreemptionPlan,
+        ov: Overlay,
+        undos: list[Callable[[], None]],
+    ) -> bool:
+        """`_preempt_tree`'s search of one node: whether its need is met; what
+        it chose is taken back when it is not."""
+        mark, undo_mark, start = ov.mark(), len(undos), len(plan.chosen)
+        if node.group is not None:
+            members = by_group.get(node.key, [])
+            self._plan_members(
+                profile, members, node.need, node.placed, within, priority, plan, ov, undos
+            )
+            ok = node.placed + len(plan.chosen) - start >= node.need
+        else:
+            count = 0
+            for child in node.children:
+                if count >= node.need:
+                    break
+                count += self._plan_node(
+                    profile, child, by_group, within, priority, plan, ov, undos
+                )
+            ok = count >= node.need
+        if not ok:
+            ov.rollback_to(mark)
+            taken_back, undos[undo_mark:] = undos[undo_mark:], []
+            for undo in reversed(taken_back):
+                undo()
+            del plan.chosen[start:]
+        return ok
 
     def _place_node(
         self,
@@ -989,8 +1109,9 @@ class GroupCycle:
         ctx = self.ctx
         snap = ctx.snapshot
         plugin = plan.plugin
+        base = len(plan.chosen)  # chosen for other groups of the plan (a tree's)
         for qpi in members:
-            if placed_before + len(plan.chosen) >= min_member:
+            if placed_before + len(plan.chosen) - base >= min_member:
                 break
             state = CycleState()
             result = self.pods.schedule_pod(
@@ -1056,6 +1177,21 @@ class GroupCycle:
             )
         except Exception as e:
             log.warning("could not record the Preempted event of %s: %s", ref.name, e)
+
+
+def _nodes(tree: GroupTree) -> Iterator[GroupTree]:
+    """The tree's nodes, itself first."""
+    yield tree
+    for c in tree.children:
+        yield from _nodes(c)
+
+
+def _group_policy(tree: GroupTree, group: GroupKey) -> bool:
+    """Whether the PodGroup `group` of the tree sets its own preemptionPolicy
+    (which then rules its members', as for a lone gang)."""
+    return any(
+        t.group is not None and t.group.preemption_policy for t in tree.leaves() if t.key == group
+    )
 
 
 def _narrow(within: NodeSubset | None, subset: NodeSubset) -> NodeSubset:

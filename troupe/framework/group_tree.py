@@ -29,6 +29,11 @@ class GroupTree:
     topology: str = ""  # a node label key; "" for none
     children: tuple[GroupTree, ...] = ()
     group: PodGroup | None = None  # the leaf's PodGroup
+    # A composite's priority (spec.priority, else its class's value), None when
+    # it sets none, and whether its preemptionPolicy is Never: a gang of groups
+    # preempts with its root's.
+    priority: int | None = None
+    never_preempts: bool = False
 
     @property
     def satisfied(self) -> bool:

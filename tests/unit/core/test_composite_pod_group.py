@@ -337,3 +337,47 @@ async def test_an_invalid_tree_is_said_on_the_composite() -> None:
     cond = await condition(e, key)
     assert (cond["status"], cond["reason"]) == ("False", "Invalid")
     assert "references more than one Workload (job, other)" in cond["message"]
+
+
+# ---- a gang of groups preempts as one unit -------------------------------------------
+
+
+def _tree_preempts(guard_priority: int) -> tuple[list[PodKey], list[PodKey]]:
+    """Four 4-cpu nodes, each full with one 4-cpu pod (three of priority 0,
+    the fourth of `guard_priority`); a composite of two child gangs of two
+    3-cpu pods of priority 100. Returns (the pods deleted, the tree's pods
+    bound once the victims are gone)."""
+    h = Harness(nodes=4, cpu="4", config=GATE_ON)
+
+    async def go() -> tuple[list[PodKey], list[PodKey]]:
+        h.s.on_composite_pod_group(composite("job", 2))
+        for i in range(4):
+            h.running(f"low{i}", f"n{i}", "4", guard_priority if i == 3 else 0)
+        keys = []
+        for g in ("a", "b"):
+            h.s.on_pod_group(group(g, 2, "job"))
+            for j in range(2):
+                obj = make_pod(f"{g}-{j}").req(cpu="3").priority(100).obj()
+                obj["spec"]["schedulingGroup"] = {"podGroupName": g}
+                keys.append(h.add(obj))
+        await h.drain()
+        deleted = sorted(k for k, _ in h.cluster.deletions)
+        await h.advance(60)
+        await h.drain()
+        return deleted, [k for k in keys if h.node_of(k)]
+
+    return asyncio.run(go())
+
+
+def test_a_gang_of_groups_preempts_for_all_its_children_at_once() -> None:
+    deleted, bound = _tree_preempts(guard_priority=0)
+    assert deleted == [f"default/low{i}" for i in range(4)]
+    assert len(bound) == 4
+
+
+def test_a_gang_of_groups_evicts_nothing_when_one_child_cannot_be_placed() -> None:
+    # The fourth node's pod outranks the tree: only one child could be placed
+    # by preemption, short of minGroupCount 2, so nothing is evicted.
+    deleted, bound = _tree_preempts(guard_priority=1000)
+    assert deleted == []
+    assert bound == []

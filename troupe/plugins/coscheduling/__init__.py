@@ -108,7 +108,9 @@ class Coscheduling(
         self.composites: Composites | None = None
         self.composite_status: CompositeStatusWriter | None = None
         if handle.features.composite_pod_group:
-            self.composites = Composites(handle.lister, self.manager.placed)
+            self.composites = Composites(
+                handle.lister, self.manager.placed, handle.priority_classes
+            )
             self.composite_status = CompositeStatusWriter(
                 handle, self.composites, args.status_coalesce_seconds
             )

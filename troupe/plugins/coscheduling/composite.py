@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from troupe.api.types import CompositePodGroup, GroupKey, Pod, PodGroup, composite_key
+from troupe.api.types import (
+    PREEMPT_NEVER,
+    CompositePodGroup,
+    GroupKey,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    composite_key,
+)
 from troupe.core.topology import TopologyError, topology_of
 from troupe.framework.events import ClusterEvent
 from troupe.framework.group_tree import GroupTree
@@ -38,9 +46,15 @@ class Composites:
     """Reads the trees of groups through the lister; `placed` counts a group's
     placed members (Coscheduling's PodGroupManager)."""
 
-    def __init__(self, lister: ClusterLister, placed: Callable[[GroupKey], int]) -> None:
+    def __init__(
+        self,
+        lister: ClusterLister,
+        placed: Callable[[GroupKey], int],
+        classes: Mapping[str, PriorityClass],
+    ) -> None:
         self._lister = lister
         self._placed = placed
+        self._classes = classes  # PriorityClasses by name, kept up to date by the cache
 
     def chain(self, pg: PodGroup | CompositePodGroup) -> tuple[list[CompositePodGroup], str | None]:
         """The CompositePodGroups above `pg`, its parent first, and what makes
@@ -123,6 +137,8 @@ class Composites:
             placed=sum(1 for t in children if t.satisfied),
             topology=c.topology_key,
             children=tuple(children),
+            priority=c.resolved_priority(self._classes),
+            never_preempts=c.preemption_policy == PREEMPT_NEVER,
         )
 
     def leaf(self, pg: PodGroup) -> GroupTree:
