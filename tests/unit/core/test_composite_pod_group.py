@@ -381,3 +381,27 @@ def test_a_gang_of_groups_evicts_nothing_when_one_child_cannot_be_placed() -> No
     deleted, bound = _tree_preempts(guard_priority=1000)
     assert deleted == []
     assert bound == []
+
+
+# ---- troupe simulate reads them from a dump ----------------------------------------------
+
+
+def test_the_simulator_places_a_gang_of_groups_from_a_dump() -> None:
+    from tests.builders import make_node
+    from troupe.config import parse_config
+    from troupe.plugins.registry import IN_TREE
+    from troupe.tools.simulate import simulate
+
+    objects: list[dict[str, Any]] = [
+        make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=110).obj() for i in range(3)
+    ]
+    objects += [composite("job", 2), group("a", 2, "job"), group("b", 2, "job")]
+    for g in ("a", "b"):
+        for i in range(2):
+            objects.append(make_pod(f"{g}-{i}").scheduling_group(g).req(cpu="3").obj())
+    gated = simulate(objects, parse_config(GATE_ON, IN_TREE)).to_json_obj()
+    plain = simulate(objects, parse_config({}, IN_TREE)).to_json_obj()
+    # Three nodes hold three of the four pods: with the gate, nothing of the
+    # gang of groups; without, one child gang on its own.
+    assert sum(1 for v in gated["pods"].values() if v["node"]) == 0
+    assert sum(1 for v in plain["pods"].values() if v["node"]) == 2
