@@ -282,6 +282,17 @@ def _run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _simulated_kinds() -> str:
+    """The kinds `troupe simulate` reads, in plural, from the table of kinds."""
+    from troupe.api.kinds import SIMULATED
+
+    names = [
+        k[:-1] + "ies" if k.endswith("y") else k + ("es" if k.endswith("s") else "s")
+        for k in SIMULATED
+    ]
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="troupe", description="Troupe, a gang scheduler for Kubernetes"
@@ -310,10 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         nargs="*",
         metavar="FILE",
-        help="YAML or JSON files (kubectl get -o yaml|json) of Nodes, Pods, PriorityClasses, "
-        "PodGroups, PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes, "
-        "CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices, "
-        "ResourceClaims and ResourceClaimTemplates",
+        help=f"YAML or JSON files (kubectl get -o yaml|json) of {_simulated_kinds()}",
     )
     sim.add_argument("--config", help="a KubeSchedulerConfiguration file")
     sim.add_argument(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from troupe import __version__
+from troupe.api.kinds import SIMULATED
 from troupe.cli import main
 
 
@@ -55,3 +56,20 @@ def test_version(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
         rc = int(e.code or 0)
     assert rc == 0
     assert capsys.readouterr().out == f"{__version__}\n"
+
+
+def test_simulate_help_names_every_kind_the_simulator_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The FILE help is made from the table of kinds (its `simulated` column),
+    so a kind added there (ElasticQuota was missing) is listed."""
+    with pytest.raises(SystemExit) as e:
+        main(["simulate", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for kind in SIMULATED:
+        plural = (
+            kind[:-1] + "ies" if kind.endswith("y") else kind + ("es" if kind[-1] == "s" else "s")
+        )
+        assert plural in text, kind
+    assert "ElasticQuotas" in text
