@@ -377,17 +377,22 @@ class QuotaLedger:
                 out[claim.key] = device_amounts(store, claim)
         return out
 
-    def request_of(self, pod: Pod) -> Mapping[str, int]:
+    def request_of(self, pod: Pod, seen: set[str] | None = None) -> Mapping[str, int]:
         """What the pod would add to its quota: its request, and the devices of
-        its claims that no counted pod of its namespace uses yet."""
+        its claims that no counted pod of its namespace uses yet. `seen`: the
+        claims a sum of several pods' requests has counted already (the pod's
+        are added to it), so that a claim they share counts once."""
         claims = self.pod_claims(pod)
         if not claims:
             return pod.requests
-        counted = self.counted_claims(pod.namespace)
+        counted = self._claims.get(pod.namespace, {})
         req = dict(pod.requests)
         for key, amounts in claims.items():
-            if key not in counted:
-                add_into(req, amounts)
+            if key in counted or (seen is not None and key in seen):
+                continue
+            if seen is not None:
+                seen.add(key)
+            add_into(req, amounts)
         return req
 
     def devices_freed(self, pods: Sequence[Pod]) -> dict[str, Resources]:

@@ -24,8 +24,11 @@ from tests.unit.dra_helpers import (
     template,
 )
 from tests.unit.plugins.test_capacity_scheduling import PROFILE, Cluster, plugin
+from troupe.api.parse import parse_pod
+from troupe.api.types import Pod
 from troupe.config import parse_config
 from troupe.framework.cycle_state import CycleState
+from troupe.framework.status import Code
 from troupe.plugins.registry import IN_TREE
 from troupe.tools.simulate import Simulation, SimulationResult
 
@@ -243,3 +246,35 @@ def test_a_gang_plans_release_of_a_victim_is_undone_with_its_claims() -> None:
         assert info.used.get(GPU, 0) == 0
 
     asyncio.run(go())
+
+
+def test_a_nominated_pods_claim_devices_count_at_pre_filter() -> None:
+    """A pod nominated to a node (preemption made room for it, not bound yet)
+    counts in its quota's used + nominated with the devices of its claims, as
+    with its requests: under max 2 GPUs, with a nominated pod holding a claim of
+    2, a second pod's claim of 1 is refused at PreFilter with upstream's text.
+    A claim the pod shares with the nominated pod counts once."""
+    h = Cluster(nodes=1, cpu="16")
+    h.s.events.on_dra_object("DeviceClass", device_class(extended=GPU))
+    h.s.events.on_dra_object("ResourceClaim", claim("two", request("gpu", 2)))
+    h.s.events.on_dra_object("ResourceClaim", claim("one", request("gpu", 1)))
+    h.quota("default", {"cpu": 64, GPU: 2}, {"cpu": 64, GPU: 2})
+    cs = plugin(h.s)
+    b = parse_pod(pod("b", claim="one"))
+    assert isinstance(b, Pod)
+    _, st = cs.pre_filter(CycleState(), b, h.s.ctx.snapshot)
+    assert st.code is Code.SKIP  # alone, it fits
+
+    a = parse_pod(pod("a", claim="two"))
+    assert isinstance(a, Pod)
+    cs.handle.nominator.add(a, "n0")
+    _, st = cs.pre_filter(CycleState(), b, h.s.ctx.snapshot)
+    assert st.code is Code.UNSCHEDULABLE
+    assert st.reasons == (
+        "Pod default/b is rejected in PreFilter because ElasticQuota default is more than Max",
+    )
+    # the nominated pod's claim, shared: its 2 GPUs count once
+    c = parse_pod(pod("c", claim="two"))
+    assert isinstance(c, Pod)
+    _, st = cs.pre_filter(CycleState(), c, h.s.ctx.snapshot)
+    assert st.code is Code.SKIP

@@ -34,7 +34,8 @@ plugin's victim selection (`Preemptor`).
   would: once per claim, however many of the namespace's pods share it; the
   claim's request counts before allocation, its allocated devices after
   (`troupe.dra.claims.device_amounts`). A pod's request in every check is its
-  own plus the devices of its claims not counted yet.
+  own plus the devices of its claims not counted yet; so is a nominated pod's
+  in PreFilter's sums (a claim the pods share counted once).
 - PostFilter: a pod whose quota, with it, stays within its min reclaims from
   quotas over their min, whatever the victims' priorities; a pod over its min
   preempts only lower-priority pods of its own quota; a pod without a quota
@@ -450,7 +451,10 @@ class CapacityScheduling(
         freed = self.quotas.devices_freed if self.quotas.has_claims() else None
         snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals(), freed)
         state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, snapshot)
-        pod_req = self.quotas.request_of(pod)
+        # The claims counted in the sums below: one shared by the pod and a
+        # nominated pod, or by two nominated pods, counts once.
+        seen: set[str] = set()
+        pod_req = self.quotas.request_of(pod, seen)
         own = infos.get(pod.namespace)
         if own is None:
             state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
@@ -470,11 +474,13 @@ class CapacityScheduling(
                     info = infos.get(p.namespace)
                     if info is None or p.key in info.pods:
                         continue  # no quota, or counted in its used already (a gang's trial)
+                    # a nominated pod counts with its claims' devices, as its requests
                     if p.namespace == pod.namespace and p.priority >= pod.priority:
-                        add_into(in_eq, p.requests)
-                        add_into(with_all, p.requests)
+                        req = self.quotas.request_of(p, seen)
+                        add_into(in_eq, req)
+                        add_into(with_all, req)
                     elif p.namespace != pod.namespace and not info.used_over_min():
-                        add_into(with_all, p.requests)
+                        add_into(with_all, self.quotas.request_of(p, seen))
             add_into(in_eq, pod_req)
             add_into(with_all, pod_req)
         state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, in_eq, with_all))
