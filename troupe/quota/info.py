@@ -40,12 +40,19 @@ def bound_list(bound: int) -> dict[str, int]:
 
 
 def over(x1: Resources, x2: Resources, y: Resources, bound: int) -> bool:
-    """Upstream's cmp2: whether x1 + x2 exceeds y in some resource."""
-    g1, g2, gy = x1.get, x2.get, y.get
-    for r in FIXED:
-        if g1(r, 0) + g2(r, 0) > gy(r, 0):
+    """Upstream's cmp2: whether x1 + x2 exceeds y in some resource. (In one
+    pass over x1, then the fixed resources x1 does not name: PreFilter runs
+    this twice a cycle.)"""
+    g2, gy = x2.get, y.get
+    for r, q in x1.items():
+        if q + g2(r, 0) > gy(r, 0 if r in _FIXED_SET else bound):
             return True
-    return any(r not in _FIXED_SET and q + g2(r, 0) > gy(r, bound) for r, q in x1.items())
+    for r in FIXED:
+        if r not in x1 and g2(r, 0) > gy(r, 0):
+            break
+    else:
+        return False
+    return True
 
 
 def exceeded(x1: Resources, x2: Resources, y: Resources, bound: int) -> list[str]:

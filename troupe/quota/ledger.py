@@ -142,18 +142,31 @@ class QuotaLedger:
         add_into(self.total_used, info.used, sign)
         add_into(self.total_min, info.min, sign)
 
-    def _add(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
-        if not info.add_pod_if_not_present(pod):
+    def _add(self, info: ElasticQuotaInfo, pod: Pod, key: PodKey) -> bool:
+        """`info.add_pod_if_not_present` and the total, in one pass over the
+        request (every Reserve, and every gang member's trial charge and undo,
+        come here)."""
+        pods = info.pods
+        if key in pods:
             return False
+        pods.add(key)
         self._changed(info.namespace)
-        add_into(self.total_used, pod.requests)
+        used, total = info.used, self.total_used
+        for r, q in pod.requests.items():
+            used[r] = used.get(r, 0) + q
+            total[r] = total.get(r, 0) + q
         return True
 
-    def _delete(self, info: ElasticQuotaInfo, pod: Pod) -> bool:
-        if not info.delete_pod_if_present(pod):
+    def _delete(self, info: ElasticQuotaInfo, pod: Pod, key: PodKey) -> bool:
+        pods = info.pods
+        if key not in pods:
             return False
+        pods.discard(key)
         self._changed(info.namespace)
-        add_into(self.total_used, pod.requests, -1)
+        used, total = info.used, self.total_used
+        for r, q in pod.requests.items():
+            used[r] = used.get(r, 0) - q
+            total[r] = total.get(r, 0) - q
         return True
 
     def pods_of(self, namespace: str) -> Iterator[Pod]:
@@ -233,22 +246,22 @@ class QuotaLedger:
         (None: as counted before); a claim counts once in its namespace."""
         if pod.terminal:
             return False
-        key = pod.key
-        by_key = self._pods.get(pod.namespace)
+        key, ns = pod.key, pod.namespace
+        by_key = self._pods.get(ns)
         if by_key is None:
-            by_key = self._pods[pod.namespace] = {}
+            by_key = self._pods[ns] = {}
         known = by_key.get(key)
         by_key[key] = pod
         if claims or (claims is not None and key in self._claims_of):
             self._use_claims(pod, claims)
-        info = self._infos.get(pod.namespace)
+        info = self._infos.get(ns)
         if known is not None and info is not None and pod.requests != known.requests:
-            if self._delete(info, known):
-                self._add(info, pod)
+            if self._delete(info, known, key):
+                self._add(info, pod, key)
             return True
         if info is None:
             return known is None
-        return self._add(info, pod)
+        return self._add(info, pod, key)
 
     def update_pod(
         self, old: Pod | None, new: Pod, claims: Mapping[str, Resources] | None = None
@@ -273,7 +286,7 @@ class QuotaLedger:
         info = self._infos.get(pod.namespace)
         if info is None:
             return known is not None
-        return self._delete(info, known if known is not None else pod)
+        return self._delete(info, known if known is not None else pod, key)
 
     # ---- ResourceClaims -----------------------------------------------------------------
 
@@ -410,7 +423,19 @@ class QuotaLedger:
 
     def reserve(self, pod: Pod) -> bool:
         """The pod counts from its Reserve, with its claims' devices."""
-        return self.add_pod(pod, self.pod_claims(pod))
+        return self.add_pod(pod, self.pod_claims(pod) if pod.resource_claims else {})
+
+    def charge(self, pod: Pod) -> bool:
+        """A group trial's placement counts as a Reserve would, until
+        `delete_pod`; False (nothing done) for a pod of a namespace without a
+        quota, or one counted already."""
+        ns = pod.namespace
+        if ns not in self._infos:
+            return False
+        by_key = self._pods.get(ns)
+        if by_key is not None and pod.key in by_key:
+            return False
+        return self.reserve(pod)
 
     def unreserve(self, pod: Pod) -> bool:
         return self.delete_pod(pod)

@@ -447,20 +447,24 @@ class CapacityScheduling(
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeTable
     ) -> tuple[PreFilterResult | None, Status]:
-        infos = self.quotas.snapshot()
-        freed = self.quotas.devices_freed if self.quotas.has_claims() else None
-        snapshot = ElasticQuotaSnapshotState(infos, self.quotas.totals(), freed)
+        quotas = self.quotas
+        infos = quotas.snapshot()
+        freed = quotas.devices_freed if quotas.has_claims() else None
+        # The sums of used and min are the snapshot's, summed only if a later
+        # point reads them (PostFilter); PreFilter compares with the ledger's,
+        # equal to them now.
+        snapshot = ElasticQuotaSnapshotState(infos, None, freed)
         state.write(ELASTIC_QUOTA_SNAPSHOT_KEY, snapshot)
+        nominator = self.handle.nominator
         # The claims counted in the sums below: one shared by the pod and a
         # nominated pod, or by two nominated pods, counts once.
-        seen: set[str] = set()
-        pod_req = self.quotas.request_of(pod, seen)
+        seen: set[str] | None = set() if len(nominator) else None
+        pod_req = quotas.request_of(pod, seen)
         own = infos.get(pod.namespace)
         if own is None:
             state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, dict(pod_req), dict(pod_req)))
             return None, SKIP
-        nominator = self.handle.nominator
-        if not len(nominator):
+        if seen is None:
             # No pod nominated (most cycles): the request alone, one dict for
             # both sums (they are only read).
             in_eq = with_all = dict(pod_req)
@@ -476,11 +480,11 @@ class CapacityScheduling(
                         continue  # no quota, or counted in its used already (a gang's trial)
                     # a nominated pod counts with its claims' devices, as its requests
                     if p.namespace == pod.namespace and p.priority >= pod.priority:
-                        req = self.quotas.request_of(p, seen)
+                        req = quotas.request_of(p, seen)
                         add_into(in_eq, req)
                         add_into(with_all, req)
                     elif p.namespace != pod.namespace and not info.used_over_min():
-                        add_into(with_all, self.quotas.request_of(p, seen))
+                        add_into(with_all, quotas.request_of(p, seen))
             add_into(in_eq, pod_req)
             add_into(with_all, pod_req)
         state.write(PRE_FILTER_STATE_KEY, PreFilterState(pod_req, in_eq, with_all))
@@ -488,7 +492,7 @@ class CapacityScheduling(
             return None, SKIP
         if own.used_over_max_with(in_eq):
             return None, Status(Code.UNSCHEDULABLE, (over_max_message(pod, own, in_eq),), NAME)
-        if infos.aggregated_used_over_min_with(with_all, snapshot.totals()):
+        if infos.aggregated_used_over_min_with(with_all, (quotas.total_used, quotas.total_min)):
             return None, Status(Code.UNSCHEDULABLE, (over_min_message(pod),), NAME)
         return None, SKIP  # nothing for Filter to do
 
@@ -537,9 +541,8 @@ class CapacityScheduling(
         admitted only if its members fit the quota together. Undone when the
         trial ends; the admitted members count again from Reserve."""
         q = self.quotas
-        if pod.namespace not in q.infos or pod.key in q.counted().get(pod.namespace, {}):
+        if not q.charge(pod):
             return None
-        q.reserve(pod)
 
         def undo() -> None:
             q.delete_pod(pod)
