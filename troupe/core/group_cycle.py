@@ -151,21 +151,7 @@ class GroupCycle:
         self._preemption_note, self._untried = "", ()
         min_member = gang.min_count(pg)
         t0 = ctx.clock.now()
-        members = [first]
-        others = [
-            p.key
-            for p in ctx.cache.pods_in_group(group)
-            if p.key != first.pod.key and p.key in ctx.queue
-        ]
-        taken = ctx.queue.take(others)
-        ctx.cycle_pods.extend(taken)
-        for q in taken:
-            if ctx.cache.pod(q.pod.key) is not None:
-                ctx.counters.dropped_known += 1
-                ctx.queue.done(q.pod.key)
-            else:
-                members.append(q)
-        members.sort(key=profile.sort_key)
+        members = sorted(self._take_members(first, [group]), key=profile.sort_key)
         placed_before = gang.placed_members(group)
         try:
             spec = topology_of(pg)
@@ -190,6 +176,27 @@ class GroupCycle:
             f"{gang.min_count_name(pg)} {min_member} pods fit; {why}"
         )
         self._unschedulable(profile, group, members, message, trial)
+
+    def _take_members(self, first: QueuedPodInfo, groups: list[GroupKey]) -> list[QueuedPodInfo]:
+        """`first` and the queued pods of `groups`, taken out of the queue for
+        this cycle (a pod the cache already holds is done with, not placed)."""
+        ctx = self.ctx
+        members = [first]
+        others = [
+            p.key
+            for g in groups
+            for p in ctx.cache.pods_in_group(g)
+            if p.key != first.pod.key and p.key in ctx.queue
+        ]
+        taken = ctx.queue.take(others)
+        ctx.cycle_pods.extend(taken)
+        for q in taken:
+            if ctx.cache.pod(q.pod.key) is not None:
+                ctx.counters.dropped_known += 1
+                ctx.queue.done(q.pod.key)
+            else:
+                members.append(q)
+        return members
 
     def _unschedulable(
         self,
@@ -246,22 +253,7 @@ class GroupCycle:
         self._untried = ()
         t0 = ctx.clock.now()
         ctx.counters.group_attempts += 1
-        members = [first]
-        groups = [leaf.key for leaf in tree.leaves()]
-        others = [
-            p.key
-            for g in groups
-            for p in ctx.cache.pods_in_group(g)
-            if p.key != first.pod.key and p.key in ctx.queue
-        ]
-        taken = ctx.queue.take(others)
-        ctx.cycle_pods.extend(taken)
-        for q in taken:
-            if ctx.cache.pod(q.pod.key) is not None:
-                ctx.counters.dropped_known += 1
-                ctx.queue.done(q.pod.key)
-            else:
-                members.append(q)
+        members = self._take_members(first, [leaf.key for leaf in tree.leaves()])
         by_group: dict[GroupKey, list[QueuedPodInfo]] = {}
         for q in sorted(members, key=profile.sort_key):
             by_group.setdefault(q.pod.group_key or GroupKey(""), []).append(q)
