@@ -32,7 +32,7 @@ from troupe.framework.group_tree import GroupTree
 from troupe.framework.handle import ClusterLister, Handle
 from troupe.framework.status import Code
 from troupe.framework.status_writer import StatusWriter, status_holds
-from troupe.plugins.coscheduling.status import rfc3339
+from troupe.plugins.coscheduling.status import failure_reason, scheduled_condition
 
 # Workload's WorkloadMaxTreeDepth: the most levels a tree of groups may have.
 MAX_TREE_DEPTH: Final = 4
@@ -175,11 +175,9 @@ class Composites:
 
 # ---- status --------------------------------------------------------------------------
 
-# CompositePodGroupStatus's condition types and reasons (k8s.io/api scheduling/v1alpha3).
+# CompositePodGroupStatus's condition type, and its reason for a layout that
+# cannot be scheduled (k8s.io/api scheduling/v1alpha3).
 INITIALLY_SCHEDULED: Final = "CompositePodGroupInitiallyScheduled"
-REASON_SCHEDULED: Final = "Scheduled"
-REASON_UNSCHEDULABLE: Final = "Unschedulable"
-REASON_SCHEDULER_ERROR: Final = "SchedulerError"
 REASON_INVALID: Final = "Invalid"
 
 
@@ -195,40 +193,8 @@ def compute_composite_status(
     (never taken back, as upstream says), else False with reason Invalid (a
     layout that cannot be scheduled), SchedulerError or Unschedulable (the
     message a pending pod of its subtree failed with)."""
-    raw = c.status.get("conditions")
-    conditions = [x for x in raw if isinstance(x, Mapping)] if isinstance(raw, list) else []
-    current = next((x for x in conditions if x.get("type") == INITIALLY_SCHEDULED), None)
-    if current is not None and current.get("status") == "True":
-        return None
-    if satisfied:
-        want = ("True", REASON_SCHEDULED, "")
-    elif problem is not None:
-        want = ("False", REASON_INVALID, problem)
-    elif failure is not None:
-        message, code = failure
-        want = (
-            "False",
-            REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE,
-            message,
-        )
-    else:
-        return None
-    status, reason, message = want
-    since = current.get("lastTransitionTime") if current is not None else None
-    if current is None or current.get("status") != status or not isinstance(since, str):
-        since = rfc3339(now)
-    cond = {
-        "type": INITIALLY_SCHEDULED,
-        "status": status,
-        "observedGeneration": c.generation,
-        "lastTransitionTime": since,
-        "reason": reason,
-        "message": message,
-    }
-    out = [dict(x) if x.get("type") != INITIALLY_SCHEDULED else cond for x in conditions]
-    if current is None:
-        out.append(cond)
-    return {"conditions": out}
+    why = (REASON_INVALID, problem) if problem is not None else failure_reason(failure)
+    return scheduled_condition(c.status, INITIALLY_SCHEDULED, c.generation, now, satisfied, "", why)
 
 
 class CompositeStatusWriter(StatusWriter[GroupKey, CompositePodGroup, dict[str, Any]]):

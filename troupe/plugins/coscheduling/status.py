@@ -135,28 +135,59 @@ def compute_native_status(
     (never tried, or already True and not to be taken back). `where`: the
     topology domain its members were placed in, said in the True condition's
     message ("placed in troupe.dev/rack=r7")."""
-    ctype = condition_type(pg)
-    raw = pg.status.get("conditions")
+    return scheduled_condition(
+        pg.status,
+        condition_type(pg),
+        pg.generation,
+        now,
+        placed >= pg.min_member,
+        f"placed in {where}" if where else "",
+        failure_reason(failure),
+    )
+
+
+def failure_reason(failure: tuple[str, Code] | None) -> tuple[str, str] | None:
+    """A failed attempt's (reason, message) in a scheduled condition."""
+    if failure is None:
+        return None
+    message, code = failure
+    return (REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE), message
+
+
+def scheduled_condition(
+    status: Mapping[str, Any],
+    ctype: str,
+    generation: int,
+    now: float,
+    done: bool,
+    done_message: str,
+    failure: tuple[str, str] | None,
+) -> dict[str, Any] | None:
+    """The `conditions` of a status whose condition `ctype` says whether a
+    group was scheduled: True (reason Scheduled) when `done`; else False with
+    `failure`'s (reason, message); None when there is nothing to say (no
+    failure yet, or True already: as upstream, it is never taken back). The
+    other conditions are kept; lastTransitionTime moves only when the status
+    does."""
+    raw = status.get("conditions")
     conditions = [c for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
     current = next((c for c in conditions if c.get("type") == ctype), None)
-    if placed >= pg.min_member:
-        want = ("True", REASON_SCHEDULED, f"placed in {where}" if where else "")
+    if done:
+        want = ("True", REASON_SCHEDULED, done_message)
     elif current is not None and current.get("status") == "True":
-        return None  # as upstream: a scheduled group is not taken back to False
+        return None
     elif failure is not None:
-        message, code = failure
-        reason = REASON_SCHEDULER_ERROR if code is Code.ERROR else REASON_UNSCHEDULABLE
-        want = ("False", reason, message)
+        want = ("False", *failure)
     else:
         return None
-    status, reason, message = want
+    cond_status, reason, message = want
     since = current.get("lastTransitionTime") if current is not None else None
-    if current is None or current.get("status") != status or not isinstance(since, str):
+    if current is None or current.get("status") != cond_status or not isinstance(since, str):
         since = rfc3339(now)
     cond = {
         "type": ctype,
-        "status": status,
-        "observedGeneration": pg.generation,
+        "status": cond_status,
+        "observedGeneration": generation,
         "lastTransitionTime": since,
         "reason": reason,
         "message": message,
