@@ -207,42 +207,40 @@ class KubeClient:
             if native
             else (POD_GROUP_GROUP, POD_GROUP_VERSION)
         )
-        path = f"/apis/{api_group}/{version}/namespaces/{_seg(ns)}/podgroups/{_seg(name)}/status"
-        # A merge patch, as the generated patch_namespaced_custom_object_status sends.
-        await self.writes.send(
-            f"patch PodGroup {group} status",
-            "PATCH",
-            path,
-            {"status": dict(status)},
-            fence=self.fence,
-            content_type=MERGE_PATCH,
-            key=group,
+        await self._patch_status(
+            "PodGroup", group, api_group, version, "podgroups", ns, name, status
         )
 
     async def patch_composite_pod_group_status(self, key: str, status: Mapping[str, Any]) -> None:
         ns, _, name = key.removeprefix(f"{NATIVE_POD_GROUP_API}/CompositePodGroup/").partition("/")
-        path = (
-            f"/apis/{NATIVE_POD_GROUP_API}/{COMPOSITE_VERSION}/namespaces/{_seg(ns)}"
-            f"/compositepodgroups/{_seg(name)}/status"
-        )
-        await self.writes.send(
-            f"patch CompositePodGroup {ns}/{name} status",
-            "PATCH",
-            path,
-            {"status": dict(status)},
-            fence=self.fence,
-            content_type=MERGE_PATCH,
-            key=key,
-        )
+        await self._patch_status(
+            "CompositePodGroup", key, NATIVE_POD_GROUP_API, COMPOSITE_VERSION,
+            "compositepodgroups", ns, name, status,
+        )  # fmt: skip
 
     async def patch_elastic_quota_status(self, key: str, status: Mapping[str, Any]) -> None:
         ns, _, name = key.partition("/")
-        path = (
-            f"/apis/{ELASTIC_QUOTA_GROUP}/{ELASTIC_QUOTA_VERSION}/namespaces/{_seg(ns)}"
-            f"/elasticquotas/{_seg(name)}/status"
-        )
+        await self._patch_status(
+            "ElasticQuota", key, ELASTIC_QUOTA_GROUP, ELASTIC_QUOTA_VERSION,
+            "elasticquotas", ns, name, status,
+        )  # fmt: skip
+
+    async def _patch_status(
+        self,
+        kind: str,
+        key: str,
+        group: str,
+        version: str,
+        plural: str,
+        ns: str,
+        name: str,
+        status: Mapping[str, Any],
+    ) -> None:
+        """A merge patch of an object's status subresource, as the generated
+        patch_namespaced_custom_object_status sends (a null removes a field)."""
+        path = f"/apis/{group}/{version}/namespaces/{_seg(ns)}/{plural}/{_seg(name)}/status"
         await self.writes.send(
-            f"patch ElasticQuota {key} status",
+            f"patch {kind} {key} status",
             "PATCH",
             path,
             {"status": dict(status)},
