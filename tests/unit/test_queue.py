@@ -326,6 +326,30 @@ def test_move_on_event_follows_the_hints(
     assert moved == (0 if want == "unschedulable" else 1)
 
 
+def test_the_pool_knows_which_plugins_rejected_the_pods_it_holds() -> None:
+    """An event none of the pooled pods' rejectors registered moves nothing
+    (the queue skips the scan); the count follows a pod out of the pool and
+    back in with another rejector."""
+    clock = VirtualClock()
+    calls: list[str] = []
+
+    def counted(pod: Pod, old: Any, new: Any) -> QueueingHint:
+        calls.append(pod.name)
+        return QueueingHint.QUEUE
+
+    q = make_queue(
+        clock, {**FIT_HINTS, "TaintToleration": [ClusterEventWithHint(NODE_TAINT, counted)]}
+    )
+    parked(q, "p", "TaintToleration")
+    assert q.move_on_event(NODE_ADD, None, "big") == 0
+    assert q.move_on_event(NODE_TAINT, None, None) == 1 and calls == ["p"]
+    clock.advance_by(5)
+    q.flush()
+    fail(q, pop(q), "NodeResourcesFit")
+    assert q.move_on_event(NODE_TAINT, None, None) == 0 and calls == ["p"]
+    assert q.move_on_event(NODE_ADD, None, "big") == 1
+
+
 def test_failing_hint_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     q = make_queue(hints=FIT_HINTS)
     parked(q, "p", "Broken")

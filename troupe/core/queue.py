@@ -30,7 +30,8 @@ activeQ) for a while, so schedulable low-priority pods are not starved by
 unschedulable high-priority ones that keep coming back.
 
 Everything is synchronous and timed by an injected Clock. Each operation is
-O(log n) in the queue's size, except `move_on_event` (O(pods in the pool)) and
+O(log n) in the queue's size, except `move_on_event` (O(pods in the pool), and
+O(1) when no pooled pod was rejected by a plugin the event concerns) and
 `pending_pods`.
 """
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -189,6 +191,11 @@ class SchedulingQueue:
         self._n_gated = 0
         # Pool pods rejected by a plugin that registered no events: every event moves them.
         self._wild: set[PodKey] = set()
+        # Unschedulable pool pods by the plugins that rejected them ("" for none,
+        # which any event of interest moves): an event no such plugin registered
+        # moves nothing, and move_on_event skips the scan (one per bound pod).
+        self._rejectors: dict[PodKey, frozenset[str]] = {}
+        self._n_rejected: Counter[str] = Counter()
         self._interest: dict[ClusterEvent, frozenset[str]] = {}
 
         # In flight, in pop order (so the first one started reading the log earliest).
@@ -282,6 +289,7 @@ class SchedulingQueue:
                 self._n_gated -= 1
             else:
                 self._wild.discard(key)
+                self._n_rejected.subtract(self._rejectors.pop(key))
         return qpi
 
     def _place_active(self, qpi: QueuedPodInfo, now: float) -> None:
@@ -321,6 +329,9 @@ class SchedulingQueue:
             return
         self._where[key] = UNSCHEDULABLE
         pending = qpi.pending_plugins
+        rejectors = (qpi.unschedulable_plugins | pending) or frozenset({""})
+        self._rejectors[key] = rejectors
+        self._n_rejected.update(rejectors)
         if any(p not in self.hints and p not in pending for p in qpi.unschedulable_plugins):
             self._wild.add(key)
 
@@ -771,6 +782,14 @@ class SchedulingQueue:
             and not (self._n_gated and event.resource in _POD_RESOURCES)
         ):
             return 0
+        if (
+            not self._n_gated
+            and not self._wild
+            and event.resource is not EventResource.WILDCARD
+            and self._n_rejected[""] <= 0
+            and not any(self._n_rejected[name] > 0 for name in interested)
+        ):
+            return 0  # no pod in the pool was rejected by a plugin this event concerns
         now = self.clock.now()
         moved = 0
         for qpi in list(self._pool.values()):
