@@ -21,6 +21,9 @@ from troupe.api.quantity import parse_quantity
 
 ISOLATED_ANNOTATION: Final = "troupe.dev/isolated-cpu"
 ISOLATED_RESOURCE: Final = "troupe.dev/isolated-cpu"
+# FinalState's keys for Kubernetes' own groups ("podgroups" is scheduler-plugins').
+NATIVE_PODGROUPS: Final = "podgroups.scheduling.k8s.io"
+COMPOSITE_PODGROUPS: Final = "compositepodgroups.scheduling.k8s.io"
 
 Obj = dict[str, Any]
 
@@ -315,18 +318,90 @@ def _min_members(state: FinalState) -> dict[str, int]:
     }
 
 
+def _gang_policy(group: Mapping[str, Any], field_: str) -> int | None:
+    """spec.schedulingPolicy.gang's `field_` (minCount, minGroupCount); None: not a gang."""
+    gang = ((group.get("spec") or {}).get("schedulingPolicy") or {}).get("gang")
+    return None if gang is None else int(gang.get(field_) or 0)
+
+
+def _native_bound(state: FinalState) -> Counter[str]:
+    """Bound pods per native PodGroup (spec.schedulingGroup.podGroupName)."""
+    bound: Counter[str] = Counter()
+    for p in state.of("pods"):
+        name = ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        if name and _node_of(p):
+            bound[f"{p['metadata'].get('namespace') or 'default'}/{name}"] += 1
+    return bound
+
+
 def gangs_all_or_nothing(state: FinalState) -> list[str]:
-    """A PodGroup has no member bound, or at least minMember."""
+    """A PodGroup has no member bound, or at least its quorum: scheduler-plugins'
+    minMember, a native gang PodGroup's minCount (a CompositePodGroup's child
+    or not)."""
     bound: Counter[str] = Counter()
     for p in state.of("pods"):
         group = ((p.get("metadata") or {}).get("labels") or {}).get(GROUP_LABEL)
         if group and _node_of(p):
             bound[f"{p['metadata'].get('namespace') or 'default'}/{group}"] += 1
-    return [
+    out = [
         f"gang {g}: {bound[g]} bound, fewer than minMember {mm}"
         for g, mm in sorted(_min_members(state).items())
         if 0 < bound[g] < mm
     ]
+    native = _native_bound(state)
+    for g in sorted(state.of(NATIVE_PODGROUPS), key=_key):
+        count = _gang_policy(g, "minCount")
+        if count is not None and 0 < native[_key(g)] < count:
+            out.append(f"gang {_key(g)}: {native[_key(g)]} bound, fewer than minCount {count}")
+    return out
+
+
+def composites_all_or_nothing(state: FinalState) -> list[str]:
+    """A gang CompositePodGroup has no pod of its subtree bound, or at least
+    minGroupCount of its children satisfied: a child PodGroup with minCount
+    pods bound (a basic one: any), a child composite by its own count (a basic
+    one: one child satisfied). A child PodGroup short of its minCount is
+    gangs_all_or_nothing's."""
+    groups = {_key(g): g for g in state.of(NATIVE_PODGROUPS)}
+    composites = {_key(c): c for c in state.of(COMPOSITE_PODGROUPS)}
+    children: dict[str, list[str]] = defaultdict(list)
+    for key, g in (*groups.items(), *composites.items()):
+        parent = (g.get("spec") or {}).get("parentCompositePodGroupName")
+        if parent:
+            ns = g["metadata"].get("namespace") or "default"
+            children[f"{ns}/{parent}"].append(key)
+    bound = _native_bound(state)
+
+    def subtree_bound(key: str, seen: frozenset[str]) -> int:
+        if key in groups:
+            return bound[key]
+        if key in seen:  # a cycle of parents: Troupe binds none of it
+            return 0
+        return sum(subtree_bound(k, seen | {key}) for k in children[key])
+
+    def satisfied(key: str, seen: frozenset[str]) -> bool:
+        if key in groups:
+            count = _gang_policy(groups[key], "minCount")
+            return bound[key] >= max(count or 1, 1)
+        if key in seen:
+            return False
+        need = _gang_policy(composites[key], "minGroupCount")
+        got = sum(satisfied(k, seen | {key}) for k in children[key])
+        return got >= max(need or 1, 1)
+
+    out = []
+    for key, c in sorted(composites.items()):
+        need = _gang_policy(c, "minGroupCount")
+        if need is None:
+            continue
+        pods = subtree_bound(key, frozenset())
+        got = sum(satisfied(k, frozenset({key})) for k in children[key])
+        if pods and got < need:
+            out.append(
+                f"composite {key}: {pods} pods bound, "
+                f"{got} of minGroupCount {need} children satisfied"
+            )
+    return out
 
 
 def _bind_times(writes: Iterable[WriteRecord]) -> dict[str, float]:
@@ -391,6 +466,7 @@ INVARIANTS: Final[dict[str, Callable[[FinalState], list[str]]]] = {
     "binds-wait-for-binding-conditions": binds_wait_for_binding_conditions,
     "nodes-not-overcommitted": nodes_not_overcommitted,
     "gangs-all-or-nothing": gangs_all_or_nothing,
+    "composites-all-or-nothing": composites_all_or_nothing,
     "quotas-not-exceeded": quotas_not_exceeded,
     "no-pod-bound-twice": no_pod_bound_twice,
     "pending-pods-have-a-reason": pending_pods_have_a_reason,

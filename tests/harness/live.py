@@ -37,27 +37,36 @@ from typing import Any, Final
 
 from apiserver import ApiError, ApiServer
 from apiserver.replica import Troupe, until
-from tests.harness.invariants import FinalState
+from tests.harness.invariants import COMPOSITE_PODGROUPS, NATIVE_PODGROUPS, FinalState
 from tests.harness.profiles import Profile
 from tests.harness.scenarios import Scenario
 from troupe.dra.controller import readied_devices
 
 LEASE: Final = ("leases", "kube-system", "troupe-scheduler")
-PLURALS: Final = (
-    "pods",
-    "nodes",
-    "resourceclaims",
-    "resourceslices",
-    "deviceclasses",
-    "podgroups",
-    "persistentvolumes",
-    "persistentvolumeclaims",
-    "csinodes",
-    "elasticquotas",
-)
+# FinalState's key -> the resource read. Scheduler-plugins' PodGroups by their
+# full name: where Kubernetes' own are served too, `podgroups` alone is either.
+PLURALS: Final = {
+    "pods": "pods",
+    "nodes": "nodes",
+    "resourceclaims": "resourceclaims",
+    "resourceslices": "resourceslices",
+    "deviceclasses": "deviceclasses",
+    "podgroups": "podgroups.scheduling.x-k8s.io",
+    "persistentvolumes": "persistentvolumes",
+    "persistentvolumeclaims": "persistentvolumeclaims",
+    "csinodes": "csinodes",
+    "elasticquotas": "elasticquotas",
+}
 # Writes that mean the scheduler (or a controller it waits for) is still at work.
 BUSY_PLURALS: Final = frozenset(
-    {"pods", "resourceclaims", "podgroups", "persistentvolumes", "persistentvolumeclaims"}
+    {
+        "pods",
+        "resourceclaims",
+        "podgroups",
+        "compositepodgroups",
+        "persistentvolumes",
+        "persistentvolumeclaims",
+    }
 )
 DELETE_PROTECTION: Final = "resource.kubernetes.io/delete-protection"
 SELECTED_NODE: Final = "volume.kubernetes.io/selected-node"
@@ -336,7 +345,7 @@ def run_live(
     """Run `scenario` live under `profile`; the final state once settled (or at `timeout`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    api = ApiServer(podgroups=True)
+    api = ApiServer(podgroups=True, native_podgroups=scenario.native_podgroups)
     replicas: list[Troupe] = []
     controllers = Controllers(api, scenario.driver_delay)
     killed = None
@@ -379,7 +388,7 @@ def run_live(
                 stop_all(replicas)
         state = FinalState(
             scenario,
-            {p: api.objects(p) for p in PLURALS},
+            {key: api.objects(res) for key, res in plurals(scenario).items()},
             writes=list(api.writes),
             ready_at=dict(controllers.ready_at),
             simulated=simulated,
@@ -394,6 +403,16 @@ def run_live(
         controllers.errors,
         {t.identity: t.log_path for t in replicas},
     )
+
+
+def plurals(scenario: Scenario) -> dict[str, str]:
+    """What the final state reads: FinalState's key -> the resource."""
+    out = dict(PLURALS)
+    if scenario.native_podgroups is not None:  # Kubernetes' own PodGroups too
+        out[NATIVE_PODGROUPS] = NATIVE_PODGROUPS
+    if scenario.native_podgroups == "v1alpha3":  # the version with composites
+        out[COMPOSITE_PODGROUPS] = COMPOSITE_PODGROUPS
+    return out
 
 
 def stop_all(replicas: list[Troupe], timeout: float = 30.0) -> None:

@@ -14,7 +14,8 @@ differential check cannot see those).
 
 Built here: the device scenarios of issue 33 (a GPU per claim under a burst of
 pods, devices with binding conditions, gang preemption for devices, shared
-claims and shared devices), gangs with topology and isolated CPUs; read from
+claims and shared devices), gangs with topology and isolated CPUs, quotas, groups
+of groups (CompositePodGroup); read from
 tests/fixtures: the simulator's own cases (resources, taints, gangs,
 preemption, volumes).
 """
@@ -52,6 +53,9 @@ class Scenario:
     expect: Mapping[str, int] = field(default_factory=dict)
     # KubeSchedulerConfiguration fields beside the defaults (both paths).
     config: Mapping[str, Any] = field(default_factory=dict)
+    # The scheduling.k8s.io PodGroup version the API server serves ("v1alpha3"
+    # also serves CompositePodGroups); None: only scheduler-plugins' CRDs.
+    native_podgroups: str | None = None
 
     def objects(self) -> list[dict[str, Any]]:
         """Every object, pods stamped in arrival order (the simulator's input)."""
@@ -109,6 +113,26 @@ def pod_group(name: str, min_member: int, **annotations: str) -> dict[str, Any]:
         "kind": "PodGroup",
         "metadata": md,
         "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 10},
+    }
+
+
+def native_group(
+    name: str, min_count: int, parent: str, workload: str, *, composite: bool = False
+) -> dict[str, Any]:
+    """A scheduling.k8s.io/v1alpha3 gang PodGroup (`minCount`), or a
+    CompositePodGroup (`minGroupCount`), child of `parent` ("": a root)."""
+    policy = {"minGroupCount": min_count} if composite else {"minCount": min_count}
+    spec: dict[str, Any] = {
+        "workloadRef": {"workloadName": workload, "templateName": name},
+        "schedulingPolicy": {"gang": policy},
+    }
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "CompositePodGroup" if composite else "PodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
     }
 
 
@@ -328,6 +352,40 @@ def quota_rush() -> Scenario:
     )
 
 
+COMPOSITE_GATE: Final = {"troupe": {"featureGates": {"CompositePodGroup": True}}}
+
+
+def composite_rush() -> Scenario:
+    """Groups of groups (CompositePodGroup, Kubernetes 1.37) on three 4-CPU
+    nodes, every pod arriving at once: `job` (minGroupCount 2) of gangs a and b
+    (2 x 2 CPUs each) fits whole; `big` (minGroupCount 2) of c (2 x 1 CPU, fits
+    alone) and d (2 x 5 CPUs, never fits) binds nothing, not even c; `half`
+    (minGroupCount 1) of h1 (2 x 1 CPU) and h2 (2 x 5 CPUs) binds h1 alone.
+    Live, the composites' status writes and the pods' binds come back through
+    the watch meanwhile."""
+    setup: list[dict[str, Any]] = [
+        make_node(f"n{i}").capacity(cpu=4, memory="16Gi", pods=110).obj() for i in range(3)
+    ]
+    children = {"job": (2, ("a", "b")), "big": (2, ("c", "d")), "half": (1, ("h1", "h2"))}
+    cpus = {"a": "2", "b": "2", "c": "1", "d": "5", "h1": "1", "h2": "5"}
+    arrivals: list[dict[str, Any]] = []
+    for root, (count, kids) in children.items():
+        setup.append(native_group(root, count, "", root, composite=True))
+        for kid in kids:
+            setup.append(native_group(kid, 2, root, root))
+            for i in range(2):
+                arrivals.append(pod(f"{kid}-{i}", cpus[kid], klass=kid).scheduling_group(kid).obj())
+    return Scenario(
+        "composite-rush",
+        tuple(setup),
+        tuple(arrivals),
+        interval=0.0,
+        expect={"a": 2, "b": 2, "c": 0, "d": 0, "h1": 2, "h2": 0},
+        config=COMPOSITE_GATE,
+        native_podgroups="v1alpha3",
+    )
+
+
 def seventeen_racks() -> Scenario:
     """17 racks of two 4-CPU nodes; the first 16 are tainted, so the gang (two
     members of 2 CPUs, one rack required) fits only in rack 17. It waited
@@ -387,6 +445,7 @@ BUILT: Final[dict[str, Callable[[], Scenario]]] = {
     "gangs-topology": gangs_topology,
     "seventeen-racks": seventeen_racks,
     "quota-rush": quota_rush,
+    "composite-rush": composite_rush,
 }
 # Fixtures whose outcome does not depend on which pod of a class came first.
 FIXTURE_SCENARIOS: Final[dict[str, Callable[[], Scenario]]] = {

@@ -63,6 +63,14 @@ QUOTAS = [
     pytest.param(Case("quota-rush", "late-watches", seed=4), id="quotas-under-late-watches"),
 ]
 
+# Groups of groups (CompositePodGroup, Kubernetes 1.37) under slow writes and
+# late watches: a composite binds nothing unless minGroupCount of its children
+# fit, a child that falls short holds nothing, the others run without it.
+COMPOSITES = [
+    pytest.param(Case("composite-rush", "writes-200ms"), id="composites-under-slow-writes"),
+    pytest.param(Case("composite-rush", "late-watches"), id="composites-under-late-watches"),
+]
+
 SHORT = [
     pytest.param(
         Case("gangs-topology", "bunched-watches", kill_leader=True, seed=2),
@@ -119,6 +127,11 @@ def test_issue33_regression(case: Case, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", QUOTAS)
 def test_quotas_hold_live(case: Case, tmp_path: Path) -> None:
+    run_case(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", COMPOSITES)
+def test_groups_of_groups_hold_live(case: Case, tmp_path: Path) -> None:
     run_case(case, tmp_path)
 
 

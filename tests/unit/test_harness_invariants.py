@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver import WriteRecord
+from apiserver import ApiServer, WriteRecord
 from tests.builders import make_node, make_pod
 from tests.harness import invariants as inv
+from tests.harness.live import plurals
 from tests.harness.scenarios import (
     GPU,
     GPU_QUOTA,
     Scenario,
     allocated,
+    composite_rush,
     elastic_quota,
     fresh_claim,
     gpu_node,
+    native_group,
+    pod,
     pod_group,
 )
 from tests.unit.dra_helpers import device, device_class, request, slice_
@@ -34,8 +38,13 @@ def state(*objects: dict[str, Any], writes: list[WriteRecord] | None = None, **k
         "DeviceClass": "deviceclasses",
         "ElasticQuota": "elasticquotas",
     }
+    native = {"PodGroup": inv.NATIVE_PODGROUPS, "CompositePodGroup": inv.COMPOSITE_PODGROUPS}
     for o in objects:
-        by.setdefault(plural[o["kind"]], []).append(o)
+        kind = o["kind"]
+        if str(o.get("apiVersion", "")).startswith("scheduling.k8s.io/"):
+            by.setdefault(native[kind], []).append(o)
+        else:
+            by.setdefault(plural[kind], []).append(o)
     return inv.FinalState(kw.pop("scenario", EMPTY), by, writes or [], **kw)
 
 
@@ -175,3 +184,71 @@ def test_a_team_over_its_quota_counts_pods_and_claimed_devices_once() -> None:
         "quota default over max: cpu 3 > 2",
         f"quota default over max: {GPU_QUOTA} 2 > 1",
     ]
+
+
+def native_pods(group: str, bound: int, total: int = 2) -> list[dict[str, Any]]:
+    """`total` members of native PodGroup `group`, the first `bound` on node n."""
+    out = []
+    for i in range(total):
+        b = pod(f"{group}-{i}").scheduling_group(group)
+        out.append((b.node("n") if i < bound else b).obj())
+    return out
+
+
+def composite_rush_state(bound: dict[str, int]) -> Any:
+    """composite-rush's groups, `bound[child]` of each child's two pods bound."""
+    groups = [o for o in composite_rush().setup if o["kind"] != "Node"]
+    kids = ("a", "b", "c", "d", "h1", "h2")
+    return state(*groups, *(p for k in kids for p in native_pods(k, bound.get(k, 0))))
+
+
+def test_a_gang_of_groups_bound_short_of_its_minGroupCount_is_found() -> None:
+    ok = {"a": 2, "b": 2, "h1": 2}
+    assert inv.composites_all_or_nothing(composite_rush_state(ok)) == []
+    assert inv.gangs_all_or_nothing(composite_rush_state(ok)) == []
+    # big's child c bound whole while d never fits: big is 1 of 2 groups
+    assert inv.composites_all_or_nothing(composite_rush_state({**ok, "c": 2})) == [
+        "composite default/big: 2 pods bound, 1 of minGroupCount 2 children satisfied"
+    ]
+    # one of a's two pods: a short of its minCount, so job is 1 of 2 groups
+    st = composite_rush_state({**ok, "a": 1})
+    assert inv.gangs_all_or_nothing(st) == ["gang default/a: 1 bound, fewer than minCount 2"]
+    assert inv.composites_all_or_nothing(st) == [
+        "composite default/job: 3 pods bound, 1 of minGroupCount 2 children satisfied"
+    ]
+    assert {"gangs-all-or-nothing", "composites-all-or-nothing"} <= set(inv.check(st))
+    # half needs one group of two: h1 whole is enough, nothing bound is too
+    assert inv.composites_all_or_nothing(composite_rush_state({"a": 2, "b": 2})) == []
+
+
+def test_a_nested_composite_counts_for_its_parent_by_its_own_minGroupCount() -> None:
+    # root (1 of) -> mid (2 of) -> x, y; and root -> z
+    objs = [
+        native_group("root", 1, "", "w", composite=True),
+        native_group("mid", 2, "root", "w", composite=True),
+        native_group("x", 2, "mid", "w"),
+        native_group("y", 2, "mid", "w"),
+        native_group("z", 2, "root", "w"),
+    ]
+    x_only = state(*objs, *native_pods("x", 2), *native_pods("y", 0), *native_pods("z", 0))
+    assert inv.composites_all_or_nothing(x_only) == [
+        "composite default/mid: 2 pods bound, 1 of minGroupCount 2 children satisfied",
+        "composite default/root: 2 pods bound, 0 of minGroupCount 1 children satisfied",
+    ]
+    # z whole satisfies root; mid's own rule still holds x alone to account
+    x_and_z = state(*objs, *native_pods("x", 2), *native_pods("y", 0), *native_pods("z", 2))
+    assert inv.composites_all_or_nothing(x_and_z) == [
+        "composite default/mid: 2 pods bound, 1 of minGroupCount 2 children satisfied"
+    ]
+    whole = state(*objs, *native_pods("x", 2), *native_pods("y", 2), *native_pods("z", 0))
+    assert inv.composites_all_or_nothing(whole) == []
+
+
+def test_the_live_run_reads_each_kind_of_podgroup_by_its_own_resource() -> None:
+    """Served together, `podgroups` alone names either API group: the final
+    state reads scheduler-plugins' and Kubernetes' PodGroups each by full name."""
+    store = ApiServer(podgroups=True, native_podgroups="v1alpha3").store
+    got = {key: store.resolve(res).group for key, res in plurals(composite_rush()).items()}
+    assert got["podgroups"] == "scheduling.x-k8s.io"
+    assert got[inv.NATIVE_PODGROUPS] == got[inv.COMPOSITE_PODGROUPS] == "scheduling.k8s.io"
+    assert inv.COMPOSITE_PODGROUPS not in plurals(Scenario("crd-only", (), ()))
