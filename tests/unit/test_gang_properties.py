@@ -69,7 +69,14 @@ def uniform(gangs: list[tuple[int, int, int]]) -> list[Gang]:
 def test_all_or_nothing_and_never_overcommitted(
     group_cycle: bool, nodes: list[int], gangs: list[Gang], lone: int
 ) -> None:
-    config = parse_config({"troupe": {"gangGroupCycle": group_cycle}}, IN_TREE)
+    # The simulation ends once nothing was bound for unschedulableFlushSeconds plus
+    # the maximum backoff: 30 s still covers several Permit timeouts (5 s) and
+    # backoffs (10 s) of every gang after the last bind, and a flush of the pods
+    # parked unschedulable; the default 300 s only repeated those rounds (a
+    # Permit-only gang that cannot fit retried ~30 times, 3x the CPU).
+    config = parse_config(
+        {"troupe": {"gangGroupCycle": group_cycle, "unschedulableFlushSeconds": 30}}, IN_TREE
+    )
     out = simulate(objects(nodes, gangs, lone), config).to_json_obj()
     for name, use in out["nodes"].items():
         assert use["cpu"]["requested"] <= use["cpu"]["allocatable"], name
