@@ -5,6 +5,7 @@ operator, and neither kube nor the core imports the operator."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -23,15 +24,21 @@ def imports(path: Path) -> set[str]:
     return out
 
 
-def modules() -> list[Path]:
-    return sorted(TROUPE.rglob("*.py"))
+@functools.cache
+def imports_by_module() -> dict[str, frozenset[str]]:
+    """`imports` of every module of troupe/, by path from the repository: parsed
+    once for all the tests of this file, which only read it."""
+    return {
+        str(p.relative_to(TROUPE.parent)): frozenset(imports(p))
+        for p in sorted(TROUPE.rglob("*.py"))
+    }
 
 
 def importers(prefix: str) -> set[str]:
     return {
-        str(p.relative_to(TROUPE.parent))
-        for p in modules()
-        if any(m == prefix or m.startswith(prefix + ".") for m in imports(p))
+        path
+        for path, names in imports_by_module().items()
+        if any(m == prefix or m.startswith(prefix + ".") for m in names)
     }
 
 
