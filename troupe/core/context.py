@@ -204,6 +204,10 @@ class SchedulerContext:
     cycle_pods: list[QueuedPodInfo] = field(default_factory=list)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     wakeup: asyncio.Event | None = None
+    # Per pod with a failure report in flight, the number of its latest report
+    # and the lock its condition patches take in turn (`report_failure`).
+    report_seq: dict[PodKey, int] = field(default_factory=dict)
+    report_locks: dict[PodKey, asyncio.Lock] = field(default_factory=dict)
     # Writes to the cluster outside the scheduling and binding cycles (reports
     # on malformed objects) are made only while `writes_enabled`: a standby
     # replica watches and keeps its cache warm, but writes nothing.
@@ -271,21 +275,39 @@ class SchedulerContext:
     ) -> None:
         """FailedScheduling event (the recorder aggregates repeats) and the
         PodScheduled condition, patched only when it changes (as kube-scheduler's
-        updatePod)."""
+        updatePod).
+
+        Reports are tasks, and two of one pod may be in flight at once (a
+        PreEnqueue report and a cycle's, say): the later one's message is the
+        pod's reason. A pod's condition patches go one at a time, in the order
+        reported, and a report overtaken by a newer one of the same pod writes
+        no condition: its message is stale (as kube-scheduler's API dispatcher
+        keeps only the newest status update queued for an object). Its Event
+        is still recorded: Events are the pod's history."""
         key = PodKey(f"{ref.namespace}/{ref.name}")
+        seq = self.report_seq.get(key, 0) + 1
+        self.report_seq[key] = seq
+        lock = self.report_locks.setdefault(key, asyncio.Lock())
         try:
             await self.client.record_event(
                 ref, "Warning", "FailedScheduling", message, "Scheduling"
             )
-            if not (
-                current is not None
-                and current.get("status") == "False"
-                and current.get("reason") == "Unschedulable"
-                and current.get("message") == message
-            ):
-                await self.client.set_pod_condition(key, "False", "Unschedulable", message)
+            async with lock:
+                if self.report_seq.get(key) != seq:
+                    return  # a newer report of the pod writes its own
+                if not (
+                    current is not None
+                    and current.get("status") == "False"
+                    and current.get("reason") == "Unschedulable"
+                    and current.get("message") == message
+                ):
+                    await self.client.set_pod_condition(key, "False", "Unschedulable", message)
         except Exception as e:
             log.warning("could not report the scheduling failure of %s: %s", key, e)
+        finally:
+            if self.report_seq.get(key) == seq:  # the newest: nothing of the pod in flight
+                del self.report_seq[key]
+                del self.report_locks[key]
 
 
 def as_mapping(v: Any) -> Mapping[str, Any]:

@@ -4,6 +4,7 @@ reports written to the cluster."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -174,3 +175,59 @@ async def test_report_failure_writes_the_condition_only_when_it_changes(
         ("Warning", "FailedScheduling", "no room")
     ]
     assert e.cluster.condition_writes == want_writes
+
+
+# ---- failure reports: the newest message is the pod's reason -----------------------------
+
+
+class SlowEvents:
+    """A cluster client whose Event writes wait until released, in any order,
+    and which records the condition patches it receives."""
+
+    def __init__(self) -> None:
+        self.gates: list[asyncio.Future[None]] = []
+        self.conditions: list[tuple[PodKey, str]] = []
+
+    async def record_event(self, *args: Any) -> None:
+        gate = asyncio.get_running_loop().create_future()
+        self.gates.append(gate)
+        await gate
+
+    async def set_pod_condition(self, key: PodKey, status: str, reason: str, message: str) -> None:
+        self.conditions.append((key, message))
+
+
+async def test_an_overtaken_failure_report_writes_no_condition() -> None:
+    # Live, a PreEnqueue report and a cycle's report of one pod race; the
+    # older one's Event write came back last and its patch overwrote the newer
+    # reason (found by the live harness: composite-rush, late-watches, seed 1).
+    e = Env()
+    client = SlowEvents()
+    e.s.ctx.client = client  # type: ignore[assignment]
+    ref = ObjectRef("Pod", "default", "p", "uid", "v1", "")
+    old = asyncio.create_task(e.s.ctx.report_failure(ref, "old reason", None))
+    new = asyncio.create_task(e.s.ctx.report_failure(ref, "new reason", None))
+    await asyncio.sleep(0)
+    assert len(client.gates) == 2
+    client.gates[1].set_result(None)  # the newer report's Event lands first
+    await new
+    client.gates[0].set_result(None)
+    await old
+    assert client.conditions == [(P, "new reason")]
+    assert e.s.ctx.report_seq == {} and e.s.ctx.report_locks == {}
+
+
+async def test_reports_in_order_each_write_their_condition() -> None:
+    e = Env()
+    client = SlowEvents()
+    e.s.ctx.client = client  # type: ignore[assignment]
+    ref = ObjectRef("Pod", "default", "p", "uid", "v1", "")
+    first = asyncio.create_task(e.s.ctx.report_failure(ref, "first", None))
+    await asyncio.sleep(0)
+    client.gates[0].set_result(None)
+    await first
+    second = asyncio.create_task(e.s.ctx.report_failure(ref, "second", None))
+    await asyncio.sleep(0)
+    client.gates[1].set_result(None)
+    await second
+    assert client.conditions == [(P, "first"), (P, "second")]
