@@ -9,6 +9,7 @@ Troupe's memory.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -437,6 +438,42 @@ def pending_pods_have_a_reason(state: FinalState) -> list[str]:
     return out
 
 
+# PreEnqueue's reason for a gang that is short of pods (Coscheduling's text).
+_FEWER_PODS: Final = re.compile(
+    r'^PodGroup "(?:scheduling\.k8s\.io/)?([^"/]+/[^"]+)" has fewer pods than '
+    r"(?:minMember|minCount) (\d+)$"
+)
+
+
+def pending_reasons_are_current(state: FinalState) -> list[str]:
+    """A pending pod's reason is not one the API contradicts at the end: a pod
+    that says its gang has fewer pods than its quorum belongs to a gang that
+    has fewer (an older report's message overwriting a newer one says so)."""
+    members: Counter[str] = Counter()
+    for p in state.of("pods"):
+        ns = (p.get("metadata") or {}).get("namespace") or "default"
+        crd = ((p.get("metadata") or {}).get("labels") or {}).get(GROUP_LABEL)
+        native = ((p.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+        for g in {crd, native} - {None}:
+            members[f"{ns}/{g}"] += 1
+    out = []
+    for p in state.of("pods"):
+        if _node_of(p):
+            continue
+        for c in (p.get("status") or {}).get("conditions") or []:
+            m = (
+                _FEWER_PODS.match(str(c.get("message") or ""))
+                if c.get("type") == "PodScheduled"
+                else None
+            )
+            if m and members[m.group(1)] >= int(m.group(2)):
+                out.append(
+                    f"pod {_key(p)} says {c['message']!r} but its group has "
+                    f"{members[m.group(1)]} pods"
+                )
+    return out
+
+
 def same_placement_class_as_simulate(state: FinalState) -> list[str]:
     """As many pods of each class bound (so each gang admitted or not alike, the
     same pods pending where each is its own class) as `troupe simulate` gives."""
@@ -470,6 +507,7 @@ INVARIANTS: Final[dict[str, Callable[[FinalState], list[str]]]] = {
     "quotas-not-exceeded": quotas_not_exceeded,
     "no-pod-bound-twice": no_pod_bound_twice,
     "pending-pods-have-a-reason": pending_pods_have_a_reason,
+    "pending-reasons-are-current": pending_reasons_are_current,
     "same-placement-class-as-simulate": same_placement_class_as_simulate,
     "expected-placement": expected_placement,
 }

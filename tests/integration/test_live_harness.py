@@ -69,6 +69,11 @@ QUOTAS = [
 COMPOSITES = [
     pytest.param(Case("composite-rush", "writes-200ms"), id="composites-under-slow-writes"),
     pytest.param(Case("composite-rush", "late-watches"), id="composites-under-late-watches"),
+    # A pod's older failure report landed after its newer one and its condition
+    # kept a stale reason ("has fewer pods than minCount 2" though both existed).
+    pytest.param(
+        Case("composite-rush", "late-watches", seed=1), id="the-newest-reason-is-the-pods"
+    ),
 ]
 
 SHORT = [
