@@ -378,26 +378,27 @@ class Pod:
     host_users: bool | None = None
     restart_rule_actions: frozenset[str] = frozenset()
     bind_mount_options: bool = False
+    # Derived once (every part of the scheduler asks them, preemption's dry runs
+    # many times per pod): ns/name, and the group the pod belongs to, whichever
+    # API it comes from (None for a lone pod, and for a pod that names two
+    # groups: see `group_conflict`).
+    key: PodKey = field(init=False, repr=False, compare=False)
+    group_key: GroupKey | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> PodKey:
-        return PodKey(f"{self.namespace}/{self.name}")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", PodKey(f"{self.namespace}/{self.name}"))
+        native, label = self.scheduling_group, self.pod_group
+        group = None
+        if native and not label:
+            group = pod_group_key(self.namespace, native, native=True)
+        elif label and not native:
+            group = pod_group_key(self.namespace, label)
+        object.__setattr__(self, "group_key", group)
 
     @property
     def pod_group(self) -> str:
         """The scheduler-plugins PodGroup name from the pod's label, or ""."""
         return self.labels.get(POD_GROUP_LABEL) or self.labels.get(LEGACY_POD_GROUP_LABEL) or ""
-
-    @property
-    def group_key(self) -> GroupKey | None:
-        """The group the pod belongs to, whichever API it comes from; None for a
-        lone pod, and for a pod that names two groups (see `group_conflict`)."""
-        native, label = self.scheduling_group, self.pod_group
-        if native and label:
-            return None
-        if native:
-            return pod_group_key(self.namespace, native, native=True)
-        return pod_group_key(self.namespace, label) if label else None
 
     @property
     def group_conflict(self) -> str | None:
