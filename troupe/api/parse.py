@@ -760,6 +760,25 @@ def _template_ref(spec: Mapping[str, Any], version: str) -> tuple[str, str] | No
     return (get_str(ref, "workloadName", rp), get_str(ref, template, rp)) if ref else None
 
 
+def _gang_policy(spec: Mapping[str, Any], count: str) -> int | None:
+    """spec.schedulingPolicy of a native group or composite: exactly one of
+    `basic: {}` (None) and `gang` (its `count` field, required, >= 1)."""
+    policy = get_map(spec, "schedulingPolicy", "spec.")
+    sp = "spec.schedulingPolicy."
+    basic, gang = policy.get("basic"), policy.get("gang")
+    if (basic is None) == (gang is None):
+        raise ParseError(sp[:-1], "exactly one of basic or gang must be set")
+    if gang is None:
+        get_map(policy, "basic", sp)  # must be an object
+        return None
+    n = get_int(get_map(policy, "gang", sp), count, f"{sp}gang.")
+    if n is None:
+        raise required(f"{sp}gang.{count}")
+    if n < 1:
+        raise invalid(f"{sp}gang.{count}", n, "must be greater than or equal to 1")
+    return n
+
+
 def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
     """Kubernetes' PodGroup (scheduling.k8s.io v1beta1, v1alpha3 or v1alpha2):
     exactly one of spec.schedulingPolicy.basic and .gang; gang.minCount >= 1
@@ -771,22 +790,8 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         )
     md, ns, name = _meta(obj, namespaced=True)
     spec = get_map(obj, "spec", "")
-    policy = get_map(spec, "schedulingPolicy", "spec.")
-    sp = "spec.schedulingPolicy."
-    basic, gang = policy.get("basic"), policy.get("gang")
-    if (basic is None) == (gang is None):
-        raise ParseError(sp[:-1], "exactly one of basic or gang must be set")
-    min_count = 1
-    if gang is not None:
-        g = get_map(policy, "gang", sp)
-        n = get_int(g, "minCount", f"{sp}gang.")
-        if n is None:
-            raise required(f"{sp}gang.minCount")
-        if n < 1:
-            raise invalid(f"{sp}gang.minCount", n, "must be greater than or equal to 1")
-        min_count = n
-    else:
-        get_map(policy, "basic", sp)  # must be an object
+    gang_count = _gang_policy(spec, "minCount")
+    min_count = gang_count or 1
     template_ref = _template_ref(spec, version)
     generation = get_int(md, "generation", "metadata.") or 0
     priority, priority_class_name = _group_priority(spec)
@@ -803,7 +808,7 @@ def _parse_native_pod_group(obj: Mapping[str, Any], api: str) -> PodGroup:
         status=dict(get_map(obj, "status", "")),
         raw=obj,
         api_version=api,
-        gang=gang is not None,
+        gang=gang_count is not None,
         generation=generation,
         template_ref=template_ref,
         priority=priority,
@@ -832,21 +837,7 @@ def _parse_composite_pod_group(obj: Mapping[str, Any]) -> CompositePodGroup:
     ref = get_map(spec, "workloadRef", "spec.")
     if not ref:
         raise required("spec.workloadRef")
-    policy = get_map(spec, "schedulingPolicy", "spec.")
-    sp = "spec.schedulingPolicy."
-    basic, gang = policy.get("basic"), policy.get("gang")
-    if (basic is None) == (gang is None):
-        raise ParseError(sp[:-1], "exactly one of basic or gang must be set")
-    count = 1
-    if gang is not None:
-        n = get_int(get_map(policy, "gang", sp), "minGroupCount", f"{sp}gang.")
-        if n is None:
-            raise required(f"{sp}gang.minGroupCount")
-        if n < 1:
-            raise invalid(f"{sp}gang.minGroupCount", n, "must be greater than or equal to 1")
-        count = n
-    else:
-        get_map(policy, "basic", sp)
+    group_count = _gang_policy(spec, "minGroupCount")
     sc = get_map(spec, "schedulingConstraints", "spec.")
     topology = get_objs(sc, "topology", "spec.schedulingConstraints.")
     if len(topology) > 1:
@@ -870,8 +861,8 @@ def _parse_composite_pod_group(obj: Mapping[str, Any]) -> CompositePodGroup:
         parent=get_str(spec, "parentCompositePodGroupName", "spec."),
         workload=get_str(ref, "workloadName", "spec.workloadRef."),
         template=get_str(ref, "templateName", "spec.workloadRef."),
-        gang=gang is not None,
-        min_group_count=count,
+        gang=group_count is not None,
+        min_group_count=group_count or 1,
         topology_key=key,
         disruption_mode=_disruption_mode(spec, COMPOSITE_VERSION),
         priority=priority,

@@ -259,9 +259,7 @@ class Evaluator:
     def units(self) -> Units:
         """The preemption units of an attempt that starts now (`units.Units`)."""
         h = self.handle
-        return Units(
-            h.lister, h.priority_classes, self.victims_of, h.features.composite_pod_group
-        )
+        return Units(h.lister, h.priority_classes, self.victims_of, h.features.composite_pod_group)
 
     def select_candidate(self, candidates: Sequence[Candidate]) -> Candidate | None:
         """kube-scheduler's SelectCandidate: the plugin's ordered score functions
