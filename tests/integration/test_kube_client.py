@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from kubernetes import client as k8s
 
@@ -19,7 +18,14 @@ from apiserver import ApiServer
 from troupe.api.types import NodeName, PodKey
 from troupe.core.cluster import BindConflict, Conflict, NotFound, NotLeader
 from troupe.core.recorder import ObjectRef
-from troupe.kube import ApiError, Connection, KubeClient, discover_version, load_connection
+from troupe.kube import (
+    ApiError,
+    Connection,
+    KubeClient,
+    NoAnswer,
+    discover_version,
+    load_connection,
+)
 from troupe.kube.lease import LeaseConflict, LeaseRecord
 
 POD: dict[str, Any] = {
@@ -102,7 +108,7 @@ async def test_every_request_has_a_timeout(env: tuple[ApiServer, KubeClient]) ->
     srv.hang("/binding")
     # The client's own read timeout ends the request (a hang guard of a minute
     # around it would raise a plain TimeoutError, not the client's).
-    with pytest.raises(aiohttp.ServerTimeoutError):
+    with pytest.raises(NoAnswer):
         async with asyncio.timeout(60):
             await kube.bind(PodKey("default/p"), "", NodeName("n1"))
     srv.unhang()
@@ -257,7 +263,7 @@ async def test_per_pod_writes_follow_the_clients_tls_settings(tmp_path: Path) ->
         try:
             with pytest.raises(ApiError) as e:
                 await untrusting.bind(PodKey("default/p"), "", NodeName("n1"))
-            assert e.value.status == 0 and "Certificate" in str(e.value)
+            assert e.value.status == 0 and "certificate verify failed" in str(e.value).lower()
             assert srv.binds == 0
             await insecure.bind(PodKey("default/p"), p["metadata"]["uid"], NodeName("n1"))
             assert srv.binds == 1

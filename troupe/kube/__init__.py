@@ -2,8 +2,8 @@
 only one that imports the kubernetes client (to load credentials, nothing else).
 
 - `credentials`: in-cluster service account, else a kubeconfig, in one place;
-- `transport`: the one HTTP stack (aiohttp on the loop), lanes (token bucket,
-  timeouts, retries, fence);
+- `transport`: the one HTTP stack (aiohttp's parser on the loop; its session
+  for watches and proxies), lanes (token bucket, timeouts, retries, fence);
 - `errors`: HTTP statuses mapped once into typed errors;
 - `client`: the scheduler's calls (`KubeClient`, its ClusterClient) and its lanes;
 - `lease`: the leader-election Lease;
@@ -21,7 +21,7 @@ from troupe.kube.credentials import (
     load_connection,
 )
 from troupe.kube.discovery import discover_native_pod_groups, discover_version
-from troupe.kube.errors import ApiError, Gone, error_of
+from troupe.kube.errors import ApiError, Gone, NoAnswer, error_of
 from troupe.kube.lease import KubeLease, LeaseConflict, LeaseRecord
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "KubeLease",
     "LeaseConflict",
     "LeaseRecord",
+    "NoAnswer",
     "credentials_of",
     "default_identity",
     "discover_native_pod_groups",

@@ -27,6 +27,11 @@ class Gone(Exception):
     """410 Gone: the resourceVersion asked for is too old; re-list."""
 
 
+class NoAnswer(TimeoutError):
+    """The server did not answer within the request's read timeout (the
+    request may have been carried out); the lane retries it."""
+
+
 class ApiError(Exception):
     """An API error without the response headers: `HTTP 500 (InternalError): msg`.
     Status 0: no answer came (a TLS failure)."""
