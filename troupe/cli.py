@@ -111,7 +111,8 @@ def _simulate(args: argparse.Namespace) -> int:
         pods = sum(1 for o in objects if o.get("kind") == "Pod")
         print(
             f"troupe: timings: read {t1 - t0:.3f} s ({len(objects)} objects), "
-            f"schedule {t2 - t1:.3f} s ({result.cycles} cycles, {pods} pods), "
+            f"schedule {t2 - t1:.3f} s (load {result.load_seconds:.3f} s, "
+            f"{result.cycles} cycles, {pods} pods), "
             f"output {time.perf_counter() - t2:.3f} s",
             file=sys.stderr,
         )

@@ -421,7 +421,14 @@ def test_timings_go_to_stderr_on_one_line(
     out, err = capsys.readouterr()
     assert yaml.safe_load(out)["pods"]["default/p"]["node"] == "n"
     assert err.count("\n") == 1 and err.startswith("troupe: timings: read "), err
-    assert "(2 objects)" in err and "(1 cycles, 1 pods)" in err and "output " in err
+    assert "(2 objects)" in err and "1 cycles, 1 pods)" in err and "output " in err
+    # make bench reads it (bench/simulate_bench.py): read, schedule, of which load, output
+    from bench.simulate_bench import TIMINGS
+
+    m = TIMINGS.search(err)
+    assert m is not None, err
+    read, schedule, load, output = (float(g) for g in m.groups())
+    assert 0 <= load <= schedule and read >= 0 and output >= 0
 
 
 def test_troupe_command_ends_after_simulate_with_its_output_and_status() -> None:

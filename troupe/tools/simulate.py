@@ -50,6 +50,7 @@ import contextlib
 import gc
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -487,6 +488,9 @@ class SimulationResult:
     # their namespace's pods use at the end (assigned, not terminal: what
     # CapacityScheduling counts), in the nodes' units.
     elastic_quotas: dict[str, dict[str, dict[str, float | int]]] = field(default_factory=dict)
+    # Seconds (wall) the scheduler took to take in the objects before its
+    # first cycle (parsed, cached, queued): `--timings` prints it.
+    load_seconds: float = 0.0
 
     def to_json_obj(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pods": self.pods, "podGroups": self.pod_groups, "nodes": self.nodes}
@@ -817,9 +821,11 @@ class Simulation:
         """
         s = self.scheduler
         # (the scheduler keeps what it builds from the objects for the whole run)
+        t0 = time.perf_counter()
         with _no_cyclic_gc(_FREEZE_OBJECTS) as size:
             order = self._load()
             size[0] = len(self.objects)
+        load_seconds = time.perf_counter() - t0
         q = s.queue
         cfg = s.config
         quiet = cfg.troupe.unschedulable_flush_seconds + cfg.pod_max_backoff_seconds
@@ -858,7 +864,9 @@ class Simulation:
         while (d := self.clock.next_deadline()) is not None and d <= end:
             self.clock.advance_to(d)
             await s.settle()
-        return self._result(order)
+        result = self._result(order)
+        result.load_seconds = load_seconds
+        return result
 
     def _next_time(self, until: float | None) -> float | None:
         """When something can next change, or None if nothing can."""
