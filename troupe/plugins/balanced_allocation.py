@@ -218,8 +218,8 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, NodeScorePlug
         counted: list[BoolArray] = []
         every = True  # every row has every resource
         for c, amount in zip(d.cols, d.amounts, strict=True):
-            alloc = nodes.allocatable[:, c].take(rows)
-            req = nodes.requested[:, c].take(rows)
+            alloc = nodes.allocatable[rows, c]
+            req = nodes.requested[rows, c]
             req += amount
             has = alloc > 0
             if has.all():

@@ -467,9 +467,9 @@ class NodeResourcesFit(
         for c, rc, nz, amount, weight in zip(
             s.alloc_cols, s.req_cols, s.nonzero, s.amounts, s.weights, strict=True
         ):
-            alloc = nodes.allocatable[:, c].take(rows)
+            alloc = nodes.allocatable[rows, c]
             src = nodes.nonzero_requested if nz else nodes.requested
-            req = src[:, rc].take(rows)
+            req = src[rows, rc]
             req += amount
             has = alloc > 0
             partial = not has.all()
