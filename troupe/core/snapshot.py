@@ -577,25 +577,36 @@ class NodeTable:
             return
         if len(rows) == 0:
             return
-        self.valid[rows] = src.valid[rows]
-        self.generation[rows] = src.generation[rows]
-        self.allocatable[rows] = src.allocatable[rows]
-        self.requested[rows] = src.requested[rows]
-        self.nonzero_requested[rows] = src.nonzero_requested[rows]
+        if len(rows) <= 3:
+            # A cycle's usual few rows: a row by its int index is a view, a
+            # fraction of the cost of gathering by an index array (0.5 against
+            # 2.6 us a 2-D row, timeit).
+            for r in rows.tolist():
+                self._copy_dense(src, r)
+        else:
+            self._copy_dense(src, rows)
         self.excess = dict(src.excess)
         self.nonzero_excess = dict(src.nonzero_excess)
-        self.unschedulable[rows] = src.unschedulable[rows]
-        self.taint_matrix[rows] = src.taint_matrix[rows]
-        self.feature_matrix[rows] = src.feature_matrix[rows]
-        for k, col in src.labels.items():
-            self.labels[k][rows] = col[rows]
-        _copy_counter_rows(self.counters, src.counters, rows)
-        _copy_counter_rows(self.term_counters, src.term_counters, rows)
         for r in rows.tolist():
             self.names[r] = src.names[r]
             self.node_objs[r] = src.node_objs[r]
             self.pods[r] = dict(src.pods[r])
         self._share_sparse(src)
+
+    def _copy_dense(self, src: NodeTable, idx: int | IntpArray) -> None:
+        """The numeric columns of row `idx` (or rows) from `src`."""
+        self.valid[idx] = src.valid[idx]
+        self.generation[idx] = src.generation[idx]
+        self.allocatable[idx] = src.allocatable[idx]
+        self.requested[idx] = src.requested[idx]
+        self.nonzero_requested[idx] = src.nonzero_requested[idx]
+        self.unschedulable[idx] = src.unschedulable[idx]
+        self.taint_matrix[idx] = src.taint_matrix[idx]
+        self.feature_matrix[idx] = src.feature_matrix[idx]
+        for k, col in src.labels.items():
+            self.labels[k][idx] = col[idx]
+        _copy_counter_rows(self.counters, src.counters, idx)
+        _copy_counter_rows(self.term_counters, src.term_counters, idx)
 
     def _share_sparse(self, src: NodeTable) -> None:
         # Vocabularies are append-only; port and image indexes are rebuilt by the
@@ -696,7 +707,7 @@ _SAFE: Final = 2**62
 
 
 def _copy_counter_rows(
-    mine: dict[K, Int64Array], theirs: Mapping[K, Int64Array], rows: IntpArray
+    mine: dict[K, Int64Array], theirs: Mapping[K, Int64Array], rows: int | IntpArray
 ) -> None:
     for key, counts in theirs.items():
         have = mine.get(key)
