@@ -76,7 +76,9 @@ def main(argv: list[str]) -> int:
         "Written by `make bench`; do not edit. Run on "
         f"{now}, commit {_commit()}, Python {platform.python_version()}, {_machine()}. "
         "Figures from a shared or virtual machine vary from run to run: compare runs "
-        "made on the same machine, one after the other.\n\n" + "\n".join(sections)
+        "made on the same machine, one after the other. Old and new code compared "
+        "side by side, by hand: [benchmarks-side-by-side.md](benchmarks-side-by-side.md)."
+        "\n\n" + "\n".join(sections)
     )
     print(f"wrote {PAGE.relative_to(ROOT)}")
     return 0

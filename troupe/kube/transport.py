@@ -22,8 +22,9 @@ request at a time per connection. aiohttp's `ClientSession` carries the
 watches and proxied requests. The session's request path (headers merged,
 cookies, redirects, tracing, a request and a response object, a task to
 write the body) cost 0.42 ms of the client's CPU per Event or bind against
-0.17 ms for this one, side by side on one machine (docs/benchmarks.md):
-two writes per pod, a fifth of Troupe's CPU end to end.
+0.17 ms for this one, side by side on one machine
+(docs/benchmarks-side-by-side.md): two writes per pod, a fifth of Troupe's CPU
+end to end.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ SHUTDOWN_SECONDS: Final = 20
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """The event loop of `troupe run` and of kopf's thread: uvloop's (libuv),
     whose loop, sockets and TLS cost less CPU per request and watch line than
-    asyncio's own (docs/benchmarks.md, issue #30). The elector's child keeps
+    asyncio's own (docs/benchmarks-side-by-side.md, issue #30). The elector's child keeps
     asyncio's: it makes one request per retryPeriod."""
     return uvloop.new_event_loop()
 

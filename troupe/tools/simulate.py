@@ -1154,7 +1154,7 @@ def _fewer_collections() -> Iterator[None]:
     keeps what it builds (parsed pods, cache and queue entries) for the whole
     run, so with the default threshold the collector walks that growing, live
     heap again and again (a sizeable share of the CPU on large inputs; see
-    docs/benchmarks.md) and finds little to free. Reference counting frees the rest as
+    docs/benchmarks-side-by-side.md) and finds little to free. Reference counting frees the rest as
     before; cyclic garbage (a failed task's traceback) is still collected,
     later. The thresholds are restored afterwards."""
     before = gc.get_threshold()
