@@ -329,12 +329,8 @@ class Http:
         if not slots.take():
             await slots.wait()
         try:
-            if self._proxy.get("proxy"):
-                status, reason, data = await self._via_session(
-                    method, path, body, timeout, content_type
-                )
-            else:
-                status, reason, data = await self._direct(method, path, body, timeout, content_type)
+            send = self._via_session if self.conn.proxy else self._direct
+            status, reason, data = await send(method, path, body, timeout, content_type)
         except ssl.SSLError as e:  # a bad certificate is not transient
             raise ApiError(0, describe(0, f"{type(e).__name__}\n{e}", b"")) from None
         finally:
