@@ -151,6 +151,9 @@ _RFC3339: Final = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))"
 )
 
+# metav1.Time as the API server writes it (RFC 3339 in UTC, whole seconds).
+_API_SERVER_FORM: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
 
 def parse_timestamp(v: object, field: str) -> float:
     """An RFC 3339 time (metav1.Time) as seconds since the epoch; 0.0 when absent.
@@ -161,6 +164,14 @@ def parse_timestamp(v: object, field: str) -> float:
         return 0.0
     if isinstance(v, datetime):
         return (v if v.tzinfo else v.replace(tzinfo=UTC)).timestamp()
+    if isinstance(v, str) and len(v) == 20 and _API_SERVER_FORM.fullmatch(v):
+        # What the API server writes: datetime's own parser, 5x faster than
+        # the groups below; an impossible date falls through to them for the
+        # error's text.
+        try:
+            return datetime.fromisoformat(v).timestamp()
+        except ValueError:
+            pass
     m = _RFC3339.fullmatch(v) if isinstance(v, str) else None
     if m is None:
         raise invalid(field, v, "must be an RFC 3339 date-time (2006-01-02T15:04:05Z)")
