@@ -35,6 +35,35 @@ def test_assume_then_add_confirms() -> None:
     assert not c.is_assumed(pod.key) and requested(c, "n", "cpu") == 1000
 
 
+def test_the_bind_coming_back_keeps_the_charges_and_swaps_the_view() -> None:
+    """Our own bind's watch event (the pod as assumed, now on its node) changes
+    no charge; the node's row and the next snapshot hold the bound view."""
+    c = Cache(VirtualClock())
+    c.add_node(make_node("n").build())
+    pod = make_pod("p").req(cpu="1").label("app", "a").build()
+    c.assume_pod(dataclasses.replace(pod, node_name="n"), NodeName("n"))
+    snap = Snapshot()
+    c.update_snapshot(snap)
+    row = c.table.row_of["n"]
+    before = (c.table.requested[row].copy(), c.table.nonzero_requested[row].copy())
+    generation = int(c.table.generation[row])
+    bound = dataclasses.replace(pod, node_name="n", phase="Running")
+    c.add_pod(bound)
+    assert not c.is_assumed(pod.key) and c.pod(pod.key) is bound
+    assert np.array_equal(c.table.requested[row], before[0])
+    assert np.array_equal(c.table.nonzero_requested[row], before[1])
+    assert np.array_equal(c.table.requested, c.recompute_requested())
+    assert c.table.pods[row][pod.key] is bound and c.table.generation[row] > generation
+    c.update_snapshot(snap)
+    assert snap.pods[row][pod.key] is bound
+    # A bound version that asks for more is charged anew.
+    c.add_pod(
+        dataclasses.replace(make_pod("p").req(cpu="2").label("app", "a").build(), node_name="n")
+    )
+    assert requested(c, "n", "cpu") == 2000
+    assert np.array_equal(c.table.requested, c.recompute_requested())
+
+
 def test_assume_then_forget() -> None:
     c = Cache(VirtualClock())
     c.add_node(make_node("n").build())
@@ -195,7 +224,8 @@ def test_snapshot_and_incremental_counts_match_recomputation(ops: list[Any]) -> 
             c.add_node(make_node(node).ext(ISO, n).label("k", str(cpu % 3)).build())
         elif kind == "rmnode":
             c.remove_node(node)
-        elif kind == "add" and c.pod(key) is None:
+        elif kind == "add" and (c.pod(key) is None or c.is_assumed(key)):
+            # (an assumed pod confirmed: on its node or another, as assumed or not)
             c.add_pod(b.node(node).build())
         elif kind == "assume" and c.pod(key) is None:
             c.assume_pod(b.build(), NodeName(node))

@@ -87,6 +87,30 @@ class _PodState:
     charged: bool = False
 
 
+def _charged_alike(a: Pod, b: Pod) -> bool:
+    """Whether two views of one pod charge its node alike: what NodeTable.charge
+    counts (requests, host ports, the label and affinity-term counters), the
+    isolated-CPU rule (annotations) and the volume store (spec.volumes) read."""
+    return (
+        not b.terminal
+        and a.requests == b.requests
+        and a.nonzero_cpu == b.nonzero_cpu
+        and a.nonzero_memory == b.nonzero_memory
+        and a.host_ports == b.host_ports
+        and a.namespace == b.namespace
+        and a.labels == b.labels
+        and a.annotations == b.annotations
+        and a.pod_affinity == b.pod_affinity
+        and a.pod_anti_affinity == b.pod_anti_affinity
+        and _spec_volumes(a) == _spec_volumes(b)
+    )
+
+
+def _spec_volumes(pod: Pod) -> object:
+    spec = pod.raw.get("spec")
+    return spec.get("volumes") if isinstance(spec, Mapping) else None
+
+
 class Cache:
     def __init__(
         self, clock: Clock, isolated: IsolatedCPU | None = None, assumed_ttl: float = 0.0
@@ -238,6 +262,17 @@ class Cache:
         key = pod.key
         st = self._pods.get(key)
         if st is not None:
+            row = self.table.row_of.get(st.node) if st.charged else None
+            if row is not None and st.node == pod.node_name and _charged_alike(st.pod, pod):
+                # Our own bind coming back (the pod as assumed, now bound), or
+                # an update of nothing a node is charged for: the charges stand,
+                # the row holds the new view.
+                self._pods[key] = _PodState(pod, st.node, assumed=False, charged=True)
+                self.table.pods[row][key] = pod
+                self.table.generation[row] += 1
+                self._dirty.add(row)
+                self._index_group(pod)
+                return
             if st.assumed and st.node != pod.node_name:
                 log.warning("pod %s was assumed on %s but bound to %s", key, st.node, pod.node_name)
             self._charge(st, -1)
