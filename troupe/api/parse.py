@@ -327,14 +327,14 @@ def _is_sidecar(c: Mapping[str, Any], prefix: str) -> bool:
     return policy == "Always"
 
 
-def _requests(
+def _combined_requests(
     spec: Mapping[str, Any],
-    containers: list[tuple[str, Mapping[str, Any]]],
+    regular: list[dict[str, int]],
     inits: list[tuple[str, Mapping[str, Any], bool]],
     milli: frozenset[str],
 ) -> tuple[dict[str, int], int, int]:
-    """(requests without zeros, non-zero cpu, non-zero memory)."""
-    regular = [_container_requests(c, p, milli) for p, c in containers]
+    """`_requests` of a pod with init containers, overhead or pod-level
+    resources: (requests, non-zero cpu, non-zero memory)."""
     init = [(_container_requests(c, p, milli), sc) for p, c, sc in inits]
     overhead = resource_list(spec, "overhead", "spec.", milli)
     stated = {k for r in (*regular, *(r for r, _ in init)) for k in r}
@@ -354,6 +354,27 @@ def _requests(
         pod_level,
         overhead,
     )
+    return total, nonzero.get(CPU, 0), nonzero.get(MEMORY, 0)
+
+
+def _requests(
+    spec: Mapping[str, Any],
+    containers: list[tuple[str, Mapping[str, Any]]],
+    inits: list[tuple[str, Mapping[str, Any], bool]],
+    milli: frozenset[str],
+) -> tuple[dict[str, int], int, int]:
+    """(requests without zeros, non-zero cpu, non-zero memory)."""
+    regular = [_container_requests(c, p, milli) for p, c in containers]
+    if not inits and spec.get("overhead") is None and spec.get("resources") is None:
+        # Most pods: the containers' sum, each missing cpu / memory counting the default.
+        total: dict[str, int] = {}
+        nz_cpu = nz_memory = 0
+        for r in regular:
+            _add(total, r)
+            nz_cpu += r.get(CPU, DEFAULT_MILLI_CPU_REQUEST)
+            nz_memory += r.get(MEMORY, DEFAULT_MEMORY_REQUEST)
+    else:
+        total, nz_cpu, nz_memory = _combined_requests(spec, regular, inits, milli)
     # Each amount fits int64; the pod's total (what the cache charges) must too,
     # or kube's int64 accounting would overflow: such a pod is invalid, checked
     # before anything is charged. The milli resources (cpu and the isolated
@@ -364,7 +385,6 @@ def _requests(
     milli_sum = sum(v for k, v in total.items() if k in milli)
     if milli_sum > MAX_AMOUNT:
         raise _too_large("+".join(sorted(k for k in total if k in milli)), milli_sum)
-    nz_cpu, nz_memory = nonzero.get(CPU, 0), nonzero.get(MEMORY, 0)
     for name, amount in ((CPU, nz_cpu), (MEMORY, nz_memory)):
         if amount > MAX_AMOUNT:
             raise _too_large(name, amount)
@@ -391,6 +411,7 @@ def pod_requests(
 # ---- pods --------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=8192)
 def normalized_image_name(name: str) -> str:
     """ImageLocality's normalizedImageName: ":latest" when there is no tag (no ':'
     after the last '/'; a digest, "@sha256:...", has one). The pod's images and
@@ -587,11 +608,9 @@ def _parse_pod(
     inits = [(p, c, _is_sidecar(c, p)) for p, c in get_objs(spec, "initContainers", "spec.")]
     requests, nonzero_cpu, nonzero_memory = _requests(spec, containers, inits, milli)
     sidecars = [(p, c) for p, c, sc in inits if sc]
-    images = tuple(
-        normalized_image_name(img)
-        for p, c in [(p, c) for p, c, _ in inits] + containers
-        if (img := get_str(c, "image", p))
-    )
+    # init containers first, as kubelet runs them
+    every = [(p, c) for p, c, _ in inits] + containers if inits else containers
+    images = tuple(normalized_image_name(img) for p, c in every if (img := get_str(c, "image", p)))
     affinity = get_map(spec, "affinity", "spec.")
     node_affinity = get_map(affinity, "nodeAffinity", "spec.affinity.")
     nap = "spec.affinity.nodeAffinity."
@@ -650,15 +669,15 @@ def _parse_pod(
         host_users=None if spec.get("hostUsers") is None else get_bool(spec, "hostUsers", "spec."),
         restart_rule_actions=frozenset(
             get_str(r, "action", rp)
-            for p, c in [(p, c) for p, c, _ in inits] + containers
+            for p, c in every
+            if "restartPolicyRules" in c
             for rp, r in get_objs(c, "restartPolicyRules", p)
         ),
         bind_mount_options=any(
             get_str_list(m, "bindMountOptions", mp)
-            for p, c in [(p, c) for p, c, _ in inits]
-            + containers
-            + get_objs(spec, "ephemeralContainers", "spec.")
+            for p, c in every + get_objs(spec, "ephemeralContainers", "spec.")
             for mp, m in get_objs(c, "volumeMounts", p)
+            if "bindMountOptions" in m
         ),
     )
 
@@ -692,7 +711,7 @@ def _parse_node(obj: Mapping[str, Any], milli: frozenset[str]) -> Node:
         size = get_int(img, "sizeBytes", p) or 0
         if size < 0:
             raise invalid(f"{p}sizeBytes", size, "must be greater than or equal to 0")
-        names = tuple(normalized_image_name(n) for n in get_str_list(img, "names", p) if n)
+        names = tuple(map(normalized_image_name, filter(None, get_str_list(img, "names", p))))
         images.append(ContainerImage(names, size))
     return Node(
         name=NodeName(name),

@@ -134,14 +134,20 @@ def get_objs(
     obj: Mapping[str, Any], key: str, prefix: str, allowed: Sequence[str] | None = None
 ) -> list[tuple[str, Mapping[str, Any]]]:
     """A list of objects, each with its own path prefix (``"spec.containers[0]."``)."""
+    items = obj.get(key)
+    if items is None:  # most of them
+        return []
+    if not isinstance(items, list | tuple):
+        raise invalid(prefix + key, items, "must be a list")
     out: list[tuple[str, Mapping[str, Any]]] = []
-    for i, item in enumerate(get_list(obj, key, prefix)):
-        p = f"{prefix}{key}[{i}]"
-        if item is None:
-            item = EMPTY
-        elif item.__class__ is not dict or allowed is not None:
-            item = as_map(item, p, allowed)
-        out.append((p + ".", item))
+    at = f"{prefix}{key}["
+    for i, item in enumerate(items):
+        if item.__class__ is dict and allowed is None:
+            out.append((f"{at}{i}].", item))
+        elif item is None:
+            out.append((f"{at}{i}].", EMPTY))
+        else:
+            out.append((f"{at}{i}].", as_map(item, f"{at}{i}]", allowed)))
     return out
 
 
@@ -275,7 +281,10 @@ def get_str_map(obj: Mapping[str, Any], key: str, prefix: str) -> dict[str, str]
 
 def get_str_list(obj: Mapping[str, Any], key: str, prefix: str) -> tuple[str, ...]:
     items = get_list(obj, key, prefix)
-    return tuple(
-        x if isinstance(x, str) else scalar_text(x, f"{prefix}{key}[{i}]")
-        for i, x in enumerate(items)
-    )
+    for x in items:
+        if x.__class__ is not str:  # a YAML scalar without quotes, or not a string
+            return tuple(
+                x if isinstance(x, str) else scalar_text(x, f"{prefix}{key}[{i}]")
+                for i, x in enumerate(items)
+            )
+    return tuple(items)

@@ -22,10 +22,11 @@ operator).
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from troupe.api.readers import get_int, get_str, required, unsupported
-from troupe.api.types import Taint, TaintEffect, Toleration, TolerationOp
+from troupe.api.types import ParseError, Taint, TaintEffect, Toleration, TolerationOp
 
 __all__ = [
     "DO_NOT_SCHEDULE_EFFECTS",
@@ -72,6 +73,36 @@ def parse_taint(item: Mapping[str, Any], prefix: str) -> Taint:
 
 def parse_toleration(item: Mapping[str, Any], prefix: str) -> Toleration:
     """A pod's spec.tolerations[i]; an empty operator is Equal, an empty effect all."""
+    try:
+        known = _known_toleration(
+            item.get("key"),
+            item.get("operator"),
+            item.get("value"),
+            item.get("effect"),
+            item.get("tolerationSeconds"),
+        )
+    except TypeError:  # a value that is not hashable: not a toleration's, said below
+        known = None
+    return known if known is not None else _parse_toleration(item, prefix)
+
+
+# The fields read, in `_known_toleration`'s order.
+_TOLERATION_FIELDS: Final = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _known_toleration(*values: object) -> Toleration | None:
+    """`parse_toleration` of the fields with these values (of these types),
+    remembered: most pods carry the same few tolerations, and a Toleration is
+    immutable. None when they do not read (`parse_toleration` then says why)."""
+    item = {f: v for f, v in zip(_TOLERATION_FIELDS, values, strict=True) if v is not None}
+    try:
+        return _parse_toleration(item, "")
+    except ParseError:
+        return None
+
+
+def _parse_toleration(item: Mapping[str, Any], prefix: str) -> Toleration:
     op_text = get_str(item, "operator", prefix) or TolerationOp.EQUAL.value
     op = _OPS.get(op_text)
     if op is None:

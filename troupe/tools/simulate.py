@@ -340,7 +340,8 @@ def _escapes_a_quote(data: bytes) -> np.ndarray:
     first_of_run = np.maximum.accumulate(np.where(run_starts, n, 0))
     starts_escape = (n - first_of_run) % 2 == 0
     # a text the decoder accepted does not end in a backslash
-    return starts_escape & (raw[np.minimum(at + 1, len(raw) - 1)] == _QUOTE)
+    escapes: np.ndarray = starts_escape & (raw[np.minimum(at + 1, len(raw) - 1)] == _QUOTE)
+    return escapes
 
 
 def _flatten(

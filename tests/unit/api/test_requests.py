@@ -6,9 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.builders import PodBuilder, make_pod
-from troupe.api.parse import parse_pod, pod_requests
+from troupe.api.parse import (
+    MILLI_RESOURCES,
+    _combined_requests,
+    _container_requests,
+    _requests,
+    parse_pod,
+    pod_requests,
+)
+from troupe.api.readers import get_objs
 from troupe.api.types import ISOLATED_CPU_RESOURCE, InvalidObject, Pod
 
 GI = 2**30
@@ -329,3 +339,33 @@ def test_pod_level_requests(pod: PodBuilder, want: dict[str, int], cpu: int, mem
     p = build(pod)
     assert p.requests == want
     assert (p.nonzero_cpu, p.nonzero_memory) == (cpu, memory)
+
+
+_AMOUNTS = st.sampled_from(["0", "1", "250m", "2", "64Mi", "1Gi", "3"])
+_RESOURCE_LISTS = st.dictionaries(
+    st.sampled_from(["cpu", "memory", "example.com/gpu", "ephemeral-storage"]), _AMOUNTS
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {}, optional={"requests": _RESOURCE_LISTS, "limits": _RESOURCE_LISTS}
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_the_plain_pods_sum_is_the_general_one(resources: list[dict[str, Any]]) -> None:
+    """A pod without init containers, overhead or pod-level resources (most
+    pods) takes a shorter way to its requests: it gives what the general one does."""
+    spec = {"containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]}
+    containers = get_objs(spec, "containers", "spec.")
+    regular = [_container_requests(c, p, MILLI_RESOURCES) for p, c in containers]
+    total, cpu, memory = _combined_requests(spec, regular, [], MILLI_RESOURCES)
+    assert _requests(spec, containers, [], MILLI_RESOURCES) == (
+        {k: v for k, v in total.items() if v},
+        cpu,
+        memory,
+    )

@@ -223,3 +223,31 @@ def test_parse_toleration_errors(item: dict[str, Any], path: str) -> None:
     with pytest.raises(ParseError) as e:
         parse_toleration(item, "t.")
     assert e.value.field_path == path
+
+
+@pytest.mark.parametrize(
+    ("item", "path"),
+    [
+        ({"key": "k", "tolerationSeconds": True}, "t.tolerationSeconds"),
+        ({"key": "k", "tolerationSeconds": 2**63}, "t.tolerationSeconds"),
+        ({"key": ["k"]}, "t.key"),
+        ({"key": "k", "value": {"v": 1}}, "t.value"),
+        ({"key": "k", "operator": 1}, "t.operator"),
+    ],
+    ids=["bool-seconds", "seconds-past-int64", "list-key", "map-value", "number-operator"],
+)
+def test_toleration_read_before_does_not_hide_errors(item: dict[str, Any], path: str) -> None:
+    """Tolerations are remembered by their fields' values and types: one that
+    reads (seconds 1, key "k") does not make a look-alike that does not read
+    (seconds True, which equals 1) read, and the error still names the field."""
+    assert parse_toleration({"key": "k", "tolerationSeconds": 1}, "t.").toleration_seconds == 1
+    assert parse_toleration({"key": "k", "operator": "Equal"}, "t.") == Toleration("k", EQ)
+    with pytest.raises(ParseError) as e:
+        parse_toleration(item, "t.")
+    assert e.value.field_path == path
+
+
+def test_toleration_seconds_as_an_integral_float_read_alike() -> None:
+    assert parse_toleration({"key": "k", "tolerationSeconds": 1.0}, "t.") == Toleration(
+        "k", EQ, "", None, 1
+    )
