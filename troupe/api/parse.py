@@ -379,16 +379,20 @@ def _requests(
     # or kube's int64 accounting would overflow: such a pod is invalid, checked
     # before anything is charged. The milli resources (cpu and the isolated
     # one) together, since an isolated pod's cpu is charged to the other.
+    milli_sum = 0
     for name, amount in total.items():
         if amount > MAX_AMOUNT:
             raise _too_large(name, amount)
-    milli_sum = sum(v for k, v in total.items() if k in milli)
+        if name in milli:
+            milli_sum += amount
     if milli_sum > MAX_AMOUNT:
         raise _too_large("+".join(sorted(k for k in total if k in milli)), milli_sum)
     for name, amount in ((CPU, nz_cpu), (MEMORY, nz_memory)):
         if amount > MAX_AMOUNT:
             raise _too_large(name, amount)
-    return {k: v for k, v in total.items() if v}, nz_cpu, nz_memory
+    if 0 in total.values():
+        total = {k: v for k, v in total.items() if v}
+    return total, nz_cpu, nz_memory
 
 
 def _too_large(name: str, amount: int) -> ParseError:
@@ -425,6 +429,8 @@ def _host_ports(containers: list[tuple[str, Mapping[str, Any]]]) -> tuple[HostPo
     out: list[HostPort] = []
     for prefix, c in containers:
         for p, port in get_objs(c, "ports", prefix):
+            if port.get("hostPort") is None:  # most ports
+                continue
             hp = get_int(port, "hostPort", p) or 0
             if hp <= 0:
                 continue
