@@ -53,6 +53,9 @@ from troupe.framework.events import (
 from troupe.framework.status import Status
 
 log = logging.getLogger(__name__)
+# What a new pending pod is to the queue and the plugins watching (made once:
+# every pod added emits it).
+_UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD)
 
 # What takes one object's event: the object, and whether it was deleted.
 Handler = Callable[[Mapping[str, Any], bool], None]
@@ -288,7 +291,7 @@ class EventHandlers:
             qpi = self.queue.get(key)
             where = "gated" if qpi is not None and qpi.gated else "active"
             self.metrics.queue_incoming.labels(where, "PodAdd").inc()
-            self.ctx.emit(ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD), None, pod)
+            self.ctx.emit(_UNSCHEDULED_POD_ADD, None, pod)
         else:
             changed = pod_updated(old.pod, pod)
             self.queue.update(old.pod, pod)
